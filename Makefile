@@ -1,0 +1,28 @@
+# pg_occ: retry optimistic transactions with jittered exponential backoff
+EXTENSION = pg_occ
+EXTVERSION = $(shell grep default_version $(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
+
+MODULE_big = pg_occ
+OBJS = src/pg_occ.o src/guc.o src/backoff.o src/sleep.o src/plan_cache.o src/retry.o src/stats.o
+HEADERS = src/pg_occ.h
+
+DATA = $(wildcard sql/$(EXTENSION)--*.sql)
+
+# pg_regress: sql/*.sql against expected/*.out; the server must preload pg_occ
+REGRESS = backoff guc retry stats
+REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
+
+# isolation tester: test/specs/*.spec against test/expected/*.out
+ISOLATION = update_conflict write_skew deadlock give_up stats_concurrent
+ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
+
+EXTRA_CLEAN = test/results test/output_iso regression.* results
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# pgTAP: the API surface, test/tap/*.sql through pg_prove
+.PHONY: prove_installcheck
+prove_installcheck:
+	pg_prove --ext .sql test/tap/

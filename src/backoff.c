@@ -1,0 +1,331 @@
+/*-------------------------------------------------------------------------
+ *
+ * backoff.c
+ *		Backoff delays: the formulas, the session's random generator, and
+ *		the SQL functions occ.backoff and occ.setseed.
+ *
+ * With t = min(cap, base * factor^attempt), the strategies are
+ *
+ *	none			t								(seed 000: capped exponential)
+ *	full			uniform(0, t)					(seed 000: full jitter)
+ *	equal			t/2 + uniform(0, t/2)			(seed 000: equal jitter)
+ *	decorrelated	min(cap, uniform(base, 3*prev))	(seed 000: decorrelated jitter)
+ *	bounded			uniform(base, t)				(seed 004: bounded jitter)
+ *	multiplicative	min(cap, R * base * factor^attempt), R = uniform(1, 2)
+ *													(seed 002: delay = MIN(R*T*F^N, M))
+ *	normal			clamp(t + N(0, (0.1 t)^2), 0, cap)
+ *													(seed 001: normally distributed jitter)
+ *
+ * Every strategy consumes exactly one uniform draw u in [0, 1], so passing u
+ * explicitly makes each formula checkable, and occ.setseed makes the
+ * sequence of draws repeatable.  The normal strategy turns u into a standard
+ * normal deviate with the inverse normal CDF.
+ *
+ * Times are microseconds held in doubles: the exponent saturates before
+ * pow() could overflow, and the result is clamped after the noise.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/float.h"
+
+#include "pg_occ.h"
+
+PG_FUNCTION_INFO_V1(occ_backoff);
+PG_FUNCTION_INFO_V1(occ_setseed);
+
+/* Relative standard deviation of the normal strategy (seed 001's Jitter) */
+#define OCC_NORMAL_SPREAD 0.1
+
+/*
+ * Longest delay we accept, in microseconds: 100 days.  A longer cap is
+ * nonsense for a retry, and refusing it keeps every result exactly
+ * representable as an interval of microseconds.
+ */
+#define OCC_MAX_DELAY_USEC (100.0 * USECS_PER_DAY)
+
+static const char *const occ_jitter_names[] = {
+	"none", "full", "equal", "decorrelated", "bounded", "multiplicative", "normal"
+};
+
+#define OCC_JITTER_LIST "none, full, equal, decorrelated, bounded, multiplicative, normal"
+
+/* The session's generator; seeded on first use unless occ.setseed ran */
+static pg_prng_state occ_prng;
+static bool occ_prng_seeded = false;
+
+/*
+ * occ_parse_jitter: map a strategy name to its enum value, or fail with the
+ * list of valid names.
+ */
+OccJitter
+occ_parse_jitter(const char *name)
+{
+	for (int i = 0; i < lengthof(occ_jitter_names); i++)
+	{
+		if (pg_strcasecmp(name, occ_jitter_names[i]) == 0)
+			return (OccJitter) i;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown backoff strategy \"%s\"", name),
+			 errhint("Valid strategies are: %s.", OCC_JITTER_LIST)));
+	pg_unreachable();
+}
+
+/* occ_jitter_name: the SQL spelling of a strategy */
+const char *
+occ_jitter_name(OccJitter jitter)
+{
+	return occ_jitter_names[jitter];
+}
+
+/*
+ * occ_interval_to_usec: an interval as microseconds, counting a day as 24
+ * hours and a month as 30 days, as interval arithmetic does.  Negative and
+ * absurdly long spans are refused; "what" names the argument in the error.
+ */
+double
+occ_interval_to_usec(const Interval *span, const char *what)
+{
+	double		usec = (double) span->time +
+		((double) span->month * DAYS_PER_MONTH + span->day) * USECS_PER_DAY;
+
+	if (usec < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be negative", what),
+				 errhint("Pass a positive interval, such as '10 ms'.")));
+	if (usec > OCC_MAX_DELAY_USEC)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERVAL_FIELD_OVERFLOW),
+				 errmsg("%s must not exceed 100 days", what),
+				 errhint("Retry delays are meant to be short; pass a smaller interval.")));
+	return usec;
+}
+
+/* occ_usec_to_interval: microseconds (already rounded) as a time-only interval */
+Interval *
+occ_usec_to_interval(double usec)
+{
+	Interval   *result = palloc0(sizeof(Interval));
+
+	result->time = (int64) usec;
+	return result;
+}
+
+/*
+ * occ_check_backoff: refuse parameters for which the formulas make no sense,
+ * rather than clamping them silently.
+ */
+void
+occ_check_backoff(const OccBackoff *b)
+{
+	if (b->base <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("base delay must be positive"),
+				 errhint("Pass an interval of at least one microsecond, such as '1 ms'.")));
+	if (b->cap < b->base)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cap must not be less than the base delay"),
+				 errhint("Pass a cap of at least the base delay.")));
+	if (isnan(b->factor) || b->factor < 1 || isinf(b->factor))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("factor must be a finite number of at least 1"),
+				 errhint("Use 2 to double the delay after each attempt, or 1 for a constant delay.")));
+}
+
+/*
+ * occ_normal_quantile: the inverse CDF of the standard normal distribution
+ * (Acklam's rational approximation, relative error below 1.2e-9).  p is
+ * clamped away from 0 and 1 so the result stays finite.
+ */
+static double
+occ_normal_quantile(double p)
+{
+	static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
+		-2.759285104469687e+02, 1.383577518672690e+02,
+	-3.066479806614716e+01, 2.506628277459239e+00};
+	static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02,
+		-1.556989798598866e+02, 6.680131188771972e+01,
+	-1.328068155288572e+01};
+	static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01,
+		-2.400758277161838e+00, -2.549732539343734e+00,
+	4.374664141464968e+00, 2.938163982698783e+00};
+	static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01,
+	2.445134137142996e+00, 3.754408661907416e+00};
+	const double low = 0.02425;
+	double		q,
+				r;
+
+	p = Max(p, 1e-12);
+	p = Min(p, 1 - 1e-12);
+	if (p < low || p > 1 - low)
+	{
+		/* the tails */
+		q = sqrt(-2 * log(p < low ? p : 1 - p));
+		r = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+			((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+		return p < low ? r : -r;
+	}
+	q = p - 0.5;
+	r = q * q;
+	return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+		(((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+}
+
+/*
+ * occ_exponential: base * factor^attempt, saturated at cap.  Comparing
+ * logarithms first means pow() is only called when its result is at most
+ * cap, so no attempt number can overflow.
+ */
+static double
+occ_exponential(const OccBackoff *b, int attempt)
+{
+	if (b->factor == 1 || attempt == 0)
+		return Min(b->base, b->cap);
+	if (attempt * log(b->factor) >= log(b->cap / b->base))
+		return b->cap;
+	return Min(b->base * pow(b->factor, attempt), b->cap);
+}
+
+/*
+ * occ_backoff_delay: the delay before retry number "attempt" (0 = the first
+ * retry), in whole microseconds, never negative and never above cap.  prev
+ * is the previous delay (decorrelated only) and draw the uniform draw in
+ * [0, 1].  The caller has checked the parameters.
+ */
+double
+occ_backoff_delay(const OccBackoff *b, int attempt, double prev, double draw)
+{
+	double		t = occ_exponential(b, attempt);
+	double		delay;
+
+	switch (b->jitter)
+	{
+		case OCC_JITTER_NONE:
+			delay = t;
+			break;
+		case OCC_JITTER_FULL:
+			delay = draw * t;
+			break;
+		case OCC_JITTER_EQUAL:
+			delay = t / 2 + draw * (t / 2);
+			break;
+		case OCC_JITTER_DECORRELATED:
+			delay = b->base + draw * (3 * prev - b->base);
+			break;
+		case OCC_JITTER_BOUNDED:
+			delay = b->base + draw * (t - b->base);
+			break;
+		case OCC_JITTER_MULTIPLICATIVE:
+			/* t is already capped, and capping R*t is the same as R*uncapped */
+			delay = (1 + draw) * t;
+			break;
+		case OCC_JITTER_NORMAL:
+			delay = t + OCC_NORMAL_SPREAD * t * occ_normal_quantile(draw);
+			break;
+		default:
+			elog(ERROR, "unrecognized backoff strategy %d", (int) b->jitter);
+	}
+	/* clamp after the noise; cap is whole microseconds, so rounding keeps it */
+	return rint(Min(Max(delay, 0), b->cap));
+}
+
+/* occ_random_draw: the next uniform draw in [0, 1) from the session's generator */
+double
+occ_random_draw(void)
+{
+	if (!occ_prng_seeded)
+	{
+		if (!pg_prng_strong_seed(&occ_prng))
+			pg_prng_seed(&occ_prng, (uint64) MyProcPid ^ (uint64) GetCurrentTimestamp());
+		occ_prng_seeded = true;
+	}
+	return pg_prng_double(&occ_prng);
+}
+
+/*
+ * occ.backoff(attempt, base, cap, jitter, factor, prev, draw) returns interval
+ *
+ * Not strict: prev and draw default to NULL (prev = base, draw = a fresh
+ * random draw).  Any other NULL argument gives NULL.
+ */
+Datum
+occ_backoff(PG_FUNCTION_ARGS)
+{
+	OccBackoff	b;
+	int32		attempt;
+	double		prev;
+	double		draw;
+
+	for (int i = 0; i < 5; i++)
+		if (PG_ARGISNULL(i))
+			PG_RETURN_NULL();
+
+	attempt = PG_GETARG_INT32(0);
+	if (attempt < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("attempt must not be negative"),
+				 errhint("Attempt 0 is the delay before the first retry.")));
+	b.base = occ_interval_to_usec(PG_GETARG_INTERVAL_P(1), "base");
+	b.cap = occ_interval_to_usec(PG_GETARG_INTERVAL_P(2), "cap");
+	b.jitter = occ_parse_jitter(text_to_cstring(PG_GETARG_TEXT_PP(3)));
+	b.factor = PG_GETARG_FLOAT8(4);
+	occ_check_backoff(&b);
+
+	prev = b.base;
+	if (!PG_ARGISNULL(5))
+	{
+		prev = occ_interval_to_usec(PG_GETARG_INTERVAL_P(5), "prev");
+		if (prev < b.base)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("prev must not be less than the base delay"),
+					 errhint("Pass the delay returned for the previous attempt, or NULL before the first retry.")));
+	}
+
+	if (PG_ARGISNULL(6))
+		draw = occ_random_draw();
+	else
+	{
+		draw = PG_GETARG_FLOAT8(6);
+		if (!(draw >= 0 && draw <= 1))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("draw must be between 0 and 1"),
+					 errhint("Pass NULL to draw from the session's generator (see occ.setseed).")));
+	}
+
+	PG_RETURN_INTERVAL_P(occ_usec_to_interval(occ_backoff_delay(&b, attempt, prev, draw)));
+}
+
+/*
+ * occ.setseed(seed double precision): seed the session's generator, like
+ * setseed() does for random(), so the following draws repeat.
+ */
+Datum
+occ_setseed(PG_FUNCTION_ARGS)
+{
+	float8		seed = PG_GETARG_FLOAT8(0);
+
+	if (seed < -1 || seed > 1 || isnan(seed))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("seed %g out of allowed range [-1,1]", seed),
+				 errhint("Pass a seed between -1 and 1, as for setseed().")));
+	pg_prng_fseed(&occ_prng, seed);
+	occ_prng_seeded = true;
+	PG_RETURN_VOID();
+}

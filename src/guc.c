@@ -1,0 +1,155 @@
+/*-------------------------------------------------------------------------
+ *
+ * guc.c
+ *		The occ.* configuration parameters.
+ *
+ * The parameters give occ.backoff and occ.retry their defaults; the SQL
+ * declarations read them with current_setting(), so they can be set per
+ * session, role or database like any other setting.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "access/xact.h"
+#include "utils/guc.h"
+#include "utils/varlena.h"
+
+#include "pg_occ.h"
+
+double		occ_base_delay = 1.0;
+double		occ_max_delay = 50.0;
+int			occ_jitter = OCC_JITTER_FULL;
+int			occ_max_attempts = 10;
+double		occ_factor = 2.0;
+int			occ_max_duration = 0;
+int			occ_isolation = XACT_SERIALIZABLE;
+char	   *occ_retry_sqlstates = NULL;
+bool		occ_log_retries = false;
+bool		occ_track_stats = true;
+int			occ_stats_max = 1000;
+
+/* The spellings accepted by occ.jitter, occ.backoff and occ.retry */
+static const struct config_enum_entry occ_jitter_options[] = {
+	{"none", OCC_JITTER_NONE, false},
+	{"full", OCC_JITTER_FULL, false},
+	{"equal", OCC_JITTER_EQUAL, false},
+	{"decorrelated", OCC_JITTER_DECORRELATED, false},
+	{"bounded", OCC_JITTER_BOUNDED, false},
+	{"multiplicative", OCC_JITTER_MULTIPLICATIVE, false},
+	{"normal", OCC_JITTER_NORMAL, false},
+	{NULL, 0, false}
+};
+
+/* Same spellings as transaction_isolation; read uncommitted is read committed */
+static const struct config_enum_entry occ_isolation_options[] = {
+	{"serializable", XACT_SERIALIZABLE, false},
+	{"repeatable read", XACT_REPEATABLE_READ, false},
+	{"read committed", XACT_READ_COMMITTED, false},
+	{NULL, 0, false}
+};
+
+/*
+ * occ_check_sqlstates: check hook for occ.retry_sqlstates: a list of
+ * SQLSTATEs and classes, as occ.retry's retry_on argument takes them.
+ */
+static bool
+occ_check_sqlstates(char **newval, void **extra, GucSource source)
+{
+	char	   *copy = pstrdup(*newval);
+	List	   *items;
+	ListCell   *lc;
+	bool		ok = SplitGUCList(copy, ',', &items);
+
+	if (!ok)
+		GUC_check_errdetail("List syntax is invalid.");
+	foreach(lc, items)
+	{
+		int			code;
+		bool		is_class;
+
+		if (ok && !occ_parse_sqlstate(lfirst(lc), &code, &is_class))
+		{
+			GUC_check_errdetail("\"%s\" is not a SQLSTATE or a SQLSTATE class.",
+								(char *) lfirst(lc));
+			GUC_check_errhint("Give 5-character codes such as 40001 or 2-character classes such as 40.");
+			ok = false;
+		}
+		else if (ok && !is_class && code == ERRCODE_QUERY_CANCELED)
+		{
+			GUC_check_errdetail("query_canceled (57014) cannot be retried.");
+			ok = false;
+		}
+	}
+	list_free(items);
+	pfree(copy);
+	return ok;
+}
+
+/*
+ * occ_define_gucs: define every occ.* parameter and reserve the prefix, so a
+ * misspelled occ.something is an error rather than a silent placeholder.
+ */
+void
+occ_define_gucs(void)
+{
+	DefineCustomRealVariable("occ.base_delay",
+							 "Base delay of the exponential backoff.",
+							 "The delay before the first retry is drawn from this.",
+							 &occ_base_delay, 1.0, 0.001, 3600000.0,
+							 PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomRealVariable("occ.max_delay",
+							 "Cap on a single backoff delay.",
+							 NULL,
+							 &occ_max_delay, 50.0, 0.001, 3600000.0,
+							 PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomEnumVariable("occ.jitter",
+							 "Backoff strategy.",
+							 NULL,
+							 &occ_jitter, OCC_JITTER_FULL, occ_jitter_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomRealVariable("occ.factor",
+							 "Growth factor of the exponential backoff.",
+							 NULL,
+							 &occ_factor, 2.0, 1.0, 1000.0,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("occ.max_attempts",
+							"Maximum executions of a transaction by occ.retry, the first included.",
+							NULL,
+							&occ_max_attempts, 10, 1, INT_MAX,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("occ.max_duration",
+							"Time budget of one occ.retry call; 0 means no limit.",
+							"occ.retry does not start a sleep that would end after the budget.",
+							&occ_max_duration, 0, 0, INT_MAX,
+							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomEnumVariable("occ.isolation",
+							 "Isolation level of the transactions run by occ.retry.",
+							 NULL,
+							 &occ_isolation, XACT_SERIALIZABLE, occ_isolation_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("occ.retry_sqlstates",
+							   "SQLSTATEs and SQLSTATE classes that occ.retry retries.",
+							   "A comma-separated list of 5-character codes or 2-character classes.",
+							   &occ_retry_sqlstates, "40001,40P01",
+							   PGC_USERSET, GUC_LIST_INPUT, occ_check_sqlstates, NULL, NULL);
+	DefineCustomBoolVariable("occ.log_retries",
+							 "Logs each retry and each give-up of occ.retry.",
+							 NULL,
+							 &occ_log_retries, false,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("occ.track_stats",
+							 "Collects occ.retry statistics (needs shared_preload_libraries).",
+							 NULL,
+							 &occ_track_stats, true,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("occ.stats_max",
+							"Maximum number of transactions tracked by occ.stats.",
+							NULL,
+							&occ_stats_max, 1000, 100, INT_MAX / 2,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("occ");
+}

@@ -1,0 +1,101 @@
+/*-------------------------------------------------------------------------
+ *
+ * pg_occ.h
+ *		Declarations shared by the pg_occ source files.
+ *
+ * pg_occ retries optimistic transactions that fail with serialization
+ * failures or deadlocks, sleeping a jittered exponential backoff between
+ * attempts.  Each .c file has one purpose: GUCs, backoff math, sleeping,
+ * the retry loop, the plan cache for bodies, and statistics.
+ *
+ * This header is also the one place that deals with PostgreSQL versions.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PG_OCC_H
+#define PG_OCC_H
+
+#include "common/pg_prng.h"
+#include "utils/timestamp.h"
+
+/*
+ * Version-specific code lives here and only here.  We rely on
+ * shmem_request_hook, MarkGUCPrefixReserved and pg_prng, all new in 15.
+ */
+#if PG_VERSION_NUM < 150000
+#error "pg_occ requires PostgreSQL 15 or later"
+#endif
+
+/* Backoff strategies, in the order of the occ.jitter GUC's options */
+typedef enum OccJitter
+{
+	OCC_JITTER_NONE,
+	OCC_JITTER_FULL,
+	OCC_JITTER_EQUAL,
+	OCC_JITTER_DECORRELATED,
+	OCC_JITTER_BOUNDED,
+	OCC_JITTER_MULTIPLICATIVE,
+	OCC_JITTER_NORMAL
+} OccJitter;
+
+/* Parameters of a backoff computation, all times in microseconds */
+typedef struct OccBackoff
+{
+	OccJitter	jitter;
+	double		base;
+	double		cap;
+	double		factor;
+} OccBackoff;
+
+/* guc.c */
+extern double occ_base_delay;
+extern double occ_max_delay;
+extern int	occ_jitter;
+extern int	occ_max_attempts;
+extern double occ_factor;
+extern int	occ_max_duration;
+extern int	occ_isolation;
+extern char *occ_retry_sqlstates;
+extern bool occ_log_retries;
+extern bool occ_track_stats;
+extern int	occ_stats_max;
+extern void occ_define_gucs(void);
+
+/* backoff.c */
+extern OccJitter occ_parse_jitter(const char *name);
+extern const char *occ_jitter_name(OccJitter jitter);
+extern double occ_interval_to_usec(const Interval *span, const char *what);
+extern Interval *occ_usec_to_interval(double usec);
+extern void occ_check_backoff(const OccBackoff *b);
+extern double occ_backoff_delay(const OccBackoff *b, int attempt,
+								double prev, double draw);
+extern double occ_random_draw(void);
+
+/* sleep.c */
+extern void occ_sleep_usec(double usec);
+
+/* plan_cache.c */
+extern struct _SPI_plan *occ_body_plan(const char *sql, int nargs, Oid *argtypes);
+
+/* retry.c */
+extern bool occ_parse_sqlstate(const char *s, int *code, bool *is_class);
+
+/* stats.c */
+typedef struct OccCallResult
+{
+	int			attempts;		/* executions of the body, the first included */
+	int64		serialization_failures; /* failed attempts with 40001 */
+	int64		deadlocks;		/* failed attempts with 40P01 */
+	int64		other_failures; /* failed attempts with any other SQLSTATE */
+	bool		committed;		/* the last attempt committed */
+	bool		gave_up;		/* retryable failure, but out of attempts or time */
+	double		sleep_ms;		/* time spent sleeping */
+	double		max_sleep_ms;	/* longest single sleep */
+	double		total_ms;		/* wall time of the whole call */
+	int			last_sqlerrcode;	/* of the last failed attempt, or 0 */
+} OccCallResult;
+
+extern void occ_stats_init(void);
+extern void occ_stats_record(const char *sql, const OccCallResult *result);
+
+#endif							/* PG_OCC_H */

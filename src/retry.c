@@ -1,0 +1,512 @@
+/*-------------------------------------------------------------------------
+ *
+ * retry.c
+ *		CALL occ.retry(sql, ...): run a transaction, and run it again whole
+ *		after a serialization failure or a deadlock.
+ *
+ * The procedure needs a non-atomic context, because it ends transactions:
+ *
+ *	1. commit the CALL's own transaction (it holds the snapshot taken to
+ *	   evaluate the arguments, and the isolation level must be set before any
+ *	   snapshot);
+ *	2. for each attempt, set the isolation level, run the body inside an
+ *	   internal subtransaction (so that after a statement error the portal
+ *	   snapshots can be released and the transaction rolled back cleanly),
+ *	   release the subtransaction and commit;
+ *	3. on a retryable error, raised by a statement or by COMMIT (SSI raises
+ *	   some failures only at commit), roll back, sleep the backoff while
+ *	   holding no snapshot, no transaction id and no lock but the virtual
+ *	   transaction id, and go again.
+ *
+ * Since PostgreSQL 15 (and 13.8, 14.5), a failing SPI_commit() has already
+ * aborted and started a new transaction when it rethrows, so catching its
+ * error is safe.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "portability/instr_time.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/snapmgr.h"
+#include "utils/typcache.h"
+
+#include "pg_occ.h"
+
+PG_FUNCTION_INFO_V1(occ_retry);
+
+/*
+ * Argument positions of occ.retry, as declared in the SQL script.  The form
+ * that reports has INOUT attempts and slept right after sql, shifting the
+ * options by OCC_REPORT_SHIFT.
+ */
+enum
+{
+	ARG_SQL,
+	ARG_PARAMS,
+	ARG_MAX_ATTEMPTS,
+	ARG_BASE,
+	ARG_CAP,
+	ARG_JITTER,
+	ARG_FACTOR,
+	ARG_MAX_DURATION,
+	ARG_ISOLATION,
+	ARG_RETRY_ON,
+	OCC_RETRY_NARGS
+};
+
+#define OCC_REPORT_SHIFT 2
+
+/* Everything one call needs, checked before the first transaction ends */
+typedef struct OccRetrySpec
+{
+	char	   *sql;
+	int			nargs;
+	Oid		   *argtypes;
+	Datum	   *values;
+	char	   *nulls;
+	int			max_attempts;
+	OccBackoff	backoff;
+	double		max_duration;	/* microseconds, 0 = no limit */
+	const char *isolation;		/* transaction_isolation spelling */
+	int			nretry;
+	int		   *retry_codes;	/* SQLSTATEs, or classes as "XX000" */
+	bool	   *retry_class;
+} OccRetrySpec;
+
+/*
+ * occ_parse_sqlstate: a 5-character SQLSTATE or a 2-character class, digits
+ * and letters (either case).  Returns false if s is neither.
+ */
+bool
+occ_parse_sqlstate(const char *s, int *code, bool *is_class)
+{
+	size_t		len = strlen(s);
+	char		c[5] = {'0', '0', '0', '0', '0'};
+
+	if (len != 2 && len != 5)
+		return false;
+	for (size_t i = 0; i < len; i++)
+	{
+		c[i] = pg_toupper((unsigned char) s[i]);
+		if (!((c[i] >= '0' && c[i] <= '9') || (c[i] >= 'A' && c[i] <= 'Z')))
+			return false;
+	}
+	*is_class = (len == 2);
+	*code = MAKE_SQLSTATE(c[0], c[1], c[2], c[3], c[4]);
+	return true;
+}
+
+/*
+ * occ_require_nonatomic: occ.retry commits, so it must be CALLed where
+ * transaction control is allowed.  Say how to call it otherwise.
+ */
+static void
+occ_require_nonatomic(FunctionCallInfo fcinfo)
+{
+	CallContext *ctx = (CallContext *) fcinfo->context;
+
+	if (ctx != NULL && IsA(ctx, CallContext) && !ctx->atomic)
+		return;
+	if (IsTransactionBlock())
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("occ.retry cannot run inside a transaction block"),
+				 errhint("CALL occ.retry(...) in autocommit mode, outside BEGIN ... COMMIT: the body is the transaction.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+			 errmsg("occ.retry cannot run in an atomic context"),
+			 errhint("CALL occ.retry(...) at top level, from a procedure that was itself CALLed, or from a DO block; "
+					 "not from a function, a trigger, or a block with an EXCEPTION clause.")));
+}
+
+/* occ_parse_isolation: the transaction_isolation spelling of a level */
+static const char *
+occ_parse_isolation(const char *name)
+{
+	static const char *const levels[] = {"serializable", "repeatable read", "read committed"};
+
+	for (int i = 0; i < lengthof(levels); i++)
+		if (pg_strcasecmp(name, levels[i]) == 0)
+			return levels[i];
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown isolation level \"%s\"", name),
+			 errhint("Valid levels are: serializable, repeatable read, read committed.")));
+	pg_unreachable();
+}
+
+/* occ_parse_retry_on: the retryable SQLSTATEs and classes of a text[] */
+static void
+occ_parse_retry_on(ArrayType *arr, OccRetrySpec *spec)
+{
+	Datum	   *items;
+	bool	   *nulls;
+	int			n;
+
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &items, &nulls, &n);
+	spec->nretry = n;
+	spec->retry_codes = palloc(sizeof(int) * Max(n, 1));
+	spec->retry_class = palloc(sizeof(bool) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		char	   *s = nulls[i] ? NULL : TextDatumGetCString(items[i]);
+
+		if (s == NULL || !occ_parse_sqlstate(s, &spec->retry_codes[i], &spec->retry_class[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid SQLSTATE \"%s\" in retry_on", s ? s : "NULL"),
+					 errhint("Give 5-character codes such as 40001 or 2-character classes such as 40.")));
+		if (!spec->retry_class[i] && spec->retry_codes[i] == ERRCODE_QUERY_CANCELED)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("query_canceled (57014) cannot be retried"),
+					 errhint("A cancel or statement_timeout always ends occ.retry; remove 57014 from retry_on.")));
+	}
+}
+
+/* occ_param_types: bind the fields of the params record as $1, $2, ... */
+static void
+occ_param_types(HeapTupleHeader rec, OccRetrySpec *spec)
+{
+	TupleDesc	tupdesc;
+	HeapTupleData tuple;
+	int			n = 0;
+
+	tupdesc = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(rec),
+									 HeapTupleHeaderGetTypMod(rec));
+	tuple.t_len = HeapTupleHeaderGetDatumLength(rec);
+	ItemPointerSetInvalid(&tuple.t_self);
+	tuple.t_tableOid = InvalidOid;
+	tuple.t_data = rec;
+
+	spec->argtypes = palloc(sizeof(Oid) * Max(tupdesc->natts, 1));
+	spec->values = palloc(sizeof(Datum) * Max(tupdesc->natts, 1));
+	spec->nulls = palloc(sizeof(char) * Max(tupdesc->natts, 1));
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(tupdesc, i);
+		bool		isnull;
+		Datum		value;
+
+		if (att->attisdropped)
+			continue;
+		if (n >= FUNC_MAX_ARGS)
+			ereport(ERROR,
+					(errcode(ERRCODE_TOO_MANY_ARGUMENTS),
+					 errmsg("params has more than %d fields", FUNC_MAX_ARGS),
+					 errhint("Pass fewer parameters, for example an array in one field.")));
+		value = heap_getattr(&tuple, i + 1, tupdesc, &isnull);
+		spec->argtypes[n] = att->atttypid;
+		spec->values[n] = isnull ? (Datum) 0 : datumCopy(value, att->attbyval, att->attlen);
+		spec->nulls[n] = isnull ? 'n' : ' ';
+		n++;
+	}
+	spec->nargs = n;
+	ReleaseTupleDesc(tupdesc);
+}
+
+/* occ_required_arg: fail clearly if an argument that needs a value is NULL */
+static void
+occ_required_arg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", name),
+				 errhint("Omit the argument to use its default from the occ.* settings.")));
+}
+
+/*
+ * occ_read_spec: read and check every argument; shift is 0, or
+ * OCC_REPORT_SHIFT for the form that reports.
+ */
+static void
+occ_read_spec(FunctionCallInfo fcinfo, int shift, OccRetrySpec *spec)
+{
+	static const char *const names[] = {"sql", NULL, "max_attempts", "base", "cap",
+	"jitter", "factor", "max_duration", "isolation", "retry_on"};
+
+	StaticAssertStmt(lengthof(names) == OCC_RETRY_NARGS, "one name per argument");
+	for (int i = 0; i < OCC_RETRY_NARGS; i++)
+		if (names[i] != NULL)
+			occ_required_arg(fcinfo, i == ARG_SQL ? i : i + shift, names[i]);
+
+	spec->sql = text_to_cstring(PG_GETARG_TEXT_PP(ARG_SQL));
+	spec->nargs = 0;
+	spec->argtypes = NULL;
+	spec->values = NULL;
+	spec->nulls = NULL;
+	if (!PG_ARGISNULL(ARG_PARAMS + shift))
+		occ_param_types(PG_GETARG_HEAPTUPLEHEADER(ARG_PARAMS + shift), spec);
+
+	spec->max_attempts = PG_GETARG_INT32(ARG_MAX_ATTEMPTS + shift);
+	if (spec->max_attempts < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_attempts must be at least 1"),
+				 errhint("max_attempts counts every execution of the body, the first included.")));
+
+	spec->backoff.base = occ_interval_to_usec(PG_GETARG_INTERVAL_P(ARG_BASE + shift), "base");
+	spec->backoff.cap = occ_interval_to_usec(PG_GETARG_INTERVAL_P(ARG_CAP + shift), "cap");
+	spec->backoff.jitter = occ_parse_jitter(text_to_cstring(PG_GETARG_TEXT_PP(ARG_JITTER + shift)));
+	spec->backoff.factor = PG_GETARG_FLOAT8(ARG_FACTOR + shift);
+	occ_check_backoff(&spec->backoff);
+
+	spec->max_duration = occ_interval_to_usec(PG_GETARG_INTERVAL_P(ARG_MAX_DURATION + shift), "max_duration");
+	spec->isolation = occ_parse_isolation(text_to_cstring(PG_GETARG_TEXT_PP(ARG_ISOLATION + shift)));
+	occ_parse_retry_on(PG_GETARG_ARRAYTYPE_P(ARG_RETRY_ON + shift), spec);
+}
+
+/* occ_is_retryable: does this SQLSTATE call for another attempt? */
+static bool
+occ_is_retryable(const OccRetrySpec *spec, int sqlerrcode)
+{
+	if (sqlerrcode == ERRCODE_QUERY_CANCELED)
+		return false;
+	for (int i = 0; i < spec->nretry; i++)
+	{
+		if (spec->retry_class[i] ?
+			ERRCODE_TO_CATEGORY(sqlerrcode) == spec->retry_codes[i] :
+			sqlerrcode == spec->retry_codes[i])
+			return true;
+	}
+	return false;
+}
+
+/* occ_elapsed_usec: microseconds since start */
+static double
+occ_elapsed_usec(instr_time start)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, start);
+	return INSTR_TIME_GET_DOUBLE(now) * 1000000.0;
+}
+
+/*
+ * occ_run_attempt: run the body once as a whole transaction and commit it.
+ * Returns NULL on success; otherwise the error, with the failed transaction
+ * already rolled back and a new one started.  Non-retryable errors are
+ * returned too: the caller decides.
+ */
+static ErrorData *
+occ_run_attempt(const OccRetrySpec *spec, MemoryContext callcxt)
+{
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile bool in_subxact = false;
+	volatile bool body_failed = false;
+	ErrorData  *edata = NULL;
+
+	/* A new transaction without a snapshot yet: the level can still change */
+	(void) set_config_option("transaction_isolation", spec->isolation,
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SET,
+							 true, 0, false);
+
+	BeginInternalSubTransaction(NULL);
+	in_subxact = true;
+	MemoryContextSwitchTo(callcxt);
+
+	PG_TRY();
+	{
+		SPIPlanPtr	plan = occ_body_plan(spec->sql, spec->nargs, spec->argtypes);
+		int			rc = SPI_execute_plan(plan, spec->values, spec->nulls, false, 0);
+
+		if (rc == SPI_ERROR_TRANSACTION)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+					 errmsg("transaction control statements are not allowed in an occ.retry body"),
+					 errhint("The body runs as one transaction that occ.retry commits; remove COMMIT, ROLLBACK and the like from it.")));
+		if (rc < 0)
+			elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+
+		ReleaseCurrentSubTransaction();
+		in_subxact = false;
+		MemoryContextSwitchTo(callcxt);
+		CurrentResourceOwner = oldowner;
+
+		/* SSI may fail here; SPI_commit then starts a new transaction */
+		SPI_commit();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(callcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		if (in_subxact)
+		{
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(callcxt);
+			CurrentResourceOwner = oldowner;
+			body_failed = true;
+		}
+	}
+	PG_END_TRY();
+
+	/* A failed COMMIT has already rolled back; a failed statement has not */
+	if (body_failed)
+		SPI_rollback();
+	return edata;
+}
+
+/*
+ * occ_give_up: re-raise the last failure with its own SQLSTATE and message,
+ * adding to its detail why occ.retry stopped.
+ */
+static void
+occ_give_up(ErrorData *edata, const char *why)
+{
+	edata->detail = edata->detail ?
+		psprintf("%s\n%s", edata->detail, why) : pstrdup(why);
+	ReThrowError(edata);
+}
+
+/*
+ * occ_retry: the procedure.  See the file header for the sequence of
+ * transactions.
+ */
+Datum
+occ_retry(PG_FUNCTION_ARGS)
+{
+	OccRetrySpec spec;
+	OccCallResult result;
+	MemoryContext callcxt;
+	instr_time	start;
+	double		prev;
+	bool		report = (PG_NARGS() > OCC_RETRY_NARGS);
+	TupleDesc	tupdesc = NULL;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	occ_require_nonatomic(fcinfo);
+	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("occ.retry cannot run in a transaction that has already written"),
+				 errhint("COMMIT before CALL occ.retry(...), or move those statements into its body.")));
+	occ_read_spec(fcinfo, report ? OCC_REPORT_SHIFT : 0, &spec);
+	if (report)
+	{
+		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "occ.retry must return a record");
+		tupdesc = BlessTupleDesc(tupdesc);
+	}
+
+	INSTR_TIME_SET_CURRENT(start);
+	memset(&result, 0, sizeof(result));
+	prev = spec.backoff.base;
+
+	SPI_connect_ext(SPI_OPT_NONATOMIC);
+	callcxt = CurrentMemoryContext;
+	SPI_commit();
+
+	for (;;)
+	{
+		ErrorData  *edata;
+		double		delay;
+		instr_time	slept_from;
+
+		result.attempts++;
+		edata = occ_run_attempt(&spec, callcxt);
+		if (edata == NULL)
+		{
+			result.committed = true;
+			break;
+		}
+
+		result.last_sqlerrcode = edata->sqlerrcode;
+		if (edata->sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE)
+			result.serialization_failures++;
+		else if (edata->sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED)
+			result.deadlocks++;
+		else
+			result.other_failures++;
+
+		if (!occ_is_retryable(&spec, edata->sqlerrcode))
+		{
+			result.total_ms = occ_elapsed_usec(start) / 1000.0;
+			occ_stats_record(spec.sql, &result);
+			ReThrowError(edata);
+		}
+
+		if (result.attempts >= spec.max_attempts)
+		{
+			result.gave_up = true;
+			result.total_ms = occ_elapsed_usec(start) / 1000.0;
+			occ_stats_record(spec.sql, &result);
+			if (occ_log_retries)
+				ereport(LOG,
+						(errmsg("occ.retry gave up after %d attempts, last SQLSTATE %s",
+								result.attempts, unpack_sql_state(edata->sqlerrcode))));
+			occ_give_up(edata, psprintf("occ.retry gave up after %d attempts.", result.attempts));
+		}
+
+		delay = occ_backoff_delay(&spec.backoff, result.attempts - 1, prev,
+								  occ_random_draw());
+		prev = Max(delay, spec.backoff.base);
+		if (spec.max_duration > 0 &&
+			occ_elapsed_usec(start) + delay > spec.max_duration)
+		{
+			result.gave_up = true;
+			result.total_ms = occ_elapsed_usec(start) / 1000.0;
+			occ_stats_record(spec.sql, &result);
+			if (occ_log_retries)
+				ereport(LOG,
+						(errmsg("occ.retry gave up after %d attempts, last SQLSTATE %s: max_duration reached",
+								result.attempts, unpack_sql_state(edata->sqlerrcode))));
+			occ_give_up(edata, psprintf("occ.retry gave up after %d attempts: the next delay of %.3f ms would exceed max_duration.",
+										result.attempts, delay / 1000.0));
+		}
+
+		if (occ_log_retries)
+			ereport(LOG,
+					(errmsg("occ.retry attempt %d failed with SQLSTATE %s, retrying in %.3f ms",
+							result.attempts, unpack_sql_state(edata->sqlerrcode), delay / 1000.0)));
+		FreeErrorData(edata);
+
+		/* No snapshot, no xid: only the virtual xid is held while we sleep */
+		InvalidateCatalogSnapshot();
+		INSTR_TIME_SET_CURRENT(slept_from);
+		PG_TRY();
+		{
+			occ_sleep_usec(delay);
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(callcxt);
+			result.last_sqlerrcode = CopyErrorData()->sqlerrcode;
+			result.total_ms = occ_elapsed_usec(start) / 1000.0;
+			occ_stats_record(spec.sql, &result);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		delay = occ_elapsed_usec(slept_from) / 1000.0;
+		result.sleep_ms += delay;
+		result.max_sleep_ms = Max(result.max_sleep_ms, delay);
+	}
+
+	result.total_ms = occ_elapsed_usec(start) / 1000.0;
+	occ_stats_record(spec.sql, &result);
+	SPI_finish();
+
+	if (!report)
+		PG_RETURN_VOID();
+	values[0] = Int32GetDatum(result.attempts);
+	values[1] = PointerGetDatum(occ_usec_to_interval(rint(result.sleep_ms * 1000.0)));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}

@@ -1,0 +1,61 @@
+/*-------------------------------------------------------------------------
+ *
+ * sleep.c
+ *		An interruptible sleep with microsecond resolution.
+ *
+ * pg_sleep() waits on the latch with millisecond timeouts, so a 200 us
+ * backoff would become 1 ms, five times too long.  We wait on the latch for
+ * the whole milliseconds and finish with pg_usleep() for the remainder, which
+ * a signal cuts short.  Interrupts are checked after every wait, so
+ * pg_cancel_backend, statement_timeout and pg_terminate_backend end the sleep
+ * at once.  The wait event is PgSleep, as for pg_sleep().
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "portability/instr_time.h"
+#include "storage/latch.h"
+#include "utils/wait_event.h"
+
+#include "pg_occ.h"
+
+/*
+ * occ_sleep_usec: sleep for usec microseconds, or until an interrupt is
+ * serviced (which throws).
+ */
+void
+occ_sleep_usec(double usec)
+{
+	instr_time	start,
+				now;
+
+	INSTR_TIME_SET_CURRENT(start);
+	for (;;)
+	{
+		double		remaining;
+
+		CHECK_FOR_INTERRUPTS();
+		INSTR_TIME_SET_CURRENT(now);
+		INSTR_TIME_SUBTRACT(now, start);
+		remaining = usec - INSTR_TIME_GET_DOUBLE(now) * 1000000.0;
+		if (remaining <= 0)
+			break;
+
+		if (remaining >= 1000.0)
+		{
+			(void) WaitLatch(MyLatch,
+							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 (long) (remaining / 1000.0),
+							 WAIT_EVENT_PG_SLEEP);
+			ResetLatch(MyLatch);
+		}
+		else
+		{
+			pgstat_report_wait_start(WAIT_EVENT_PG_SLEEP);
+			pg_usleep((long) remaining);
+			pgstat_report_wait_end();
+		}
+	}
+}

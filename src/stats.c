@@ -1,0 +1,413 @@
+/*-------------------------------------------------------------------------
+ *
+ * stats.c
+ *		Retry statistics: shared counters per (role, database, transaction
+ *		text) behind the occ.stats view, and the session's last call behind
+ *		occ.last_retry().
+ *
+ * Modelled on pg_stat_statements.  With pg_occ in shared_preload_libraries,
+ * a shared hash table of at most occ.stats_max entries holds the counters;
+ * the key's queryid is a 64-bit hash of the exact text passed to occ.retry
+ * (bodies take their values as parameters, so the text is stable).  Entries
+ * are created under the exclusive lock and updated under the shared lock
+ * plus a per-entry spinlock, so no increment is lost.  When the table is
+ * full, the entry with the fewest calls is evicted and counted.
+ *
+ * The session-local record of the last call works without preloading.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/pg_authid.h"
+#include "common/hashfn.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "pg_occ.h"
+
+PG_FUNCTION_INFO_V1(occ_stats);
+PG_FUNCTION_INFO_V1(occ_stats_info);
+PG_FUNCTION_INFO_V1(occ_stats_reset);
+PG_FUNCTION_INFO_V1(occ_last_retry);
+
+/* Longest query text kept, in bytes; the hash covers the whole text */
+#define OCC_QUERY_TEXT_MAX 1024
+
+/* Attempts-per-call histogram buckets: 1, 2, 3-4, 5-8, 9-16, 17 and more */
+#define OCC_HIST_BUCKETS 6
+
+#define OCC_STATS_COLS 20
+
+typedef struct OccStatsKey
+{
+	Oid			userid;
+	Oid			dbid;
+	uint64		queryid;
+} OccStatsKey;
+
+typedef struct OccCounters
+{
+	int64		calls;
+	int64		commits;
+	int64		gave_up;
+	int64		errors;			/* calls ended by a non-retryable error */
+	int64		attempts;
+	int64		serialization_failures;
+	int64		deadlocks;
+	int64		other_failures;
+	double		total_sleep_time;	/* ms */
+	double		max_sleep_time; /* ms */
+	double		total_time;		/* ms */
+	int64		max_attempts;	/* most attempts in one call */
+	int64		hist[OCC_HIST_BUCKETS];
+} OccCounters;
+
+typedef struct OccStatsEntry
+{
+	OccStatsKey key;			/* hash key, must be first */
+	slock_t		mutex;			/* protects the counters */
+	OccCounters counters;
+	char		query[OCC_QUERY_TEXT_MAX];
+} OccStatsEntry;
+
+typedef struct OccStatsShared
+{
+	LWLock	   *lock;			/* protects the hash table's shape */
+	slock_t		mutex;			/* protects the fields below */
+	int64		dealloc;		/* entries evicted */
+	TimestampTz stats_reset;
+} OccStatsShared;
+
+/* The session's last call, for occ.last_retry() */
+typedef struct OccLastCall
+{
+	bool		valid;
+	OccCallResult result;
+} OccLastCall;
+
+static OccStatsShared *occ_shared = NULL;
+static HTAB *occ_hash = NULL;
+static OccLastCall occ_last = {false};
+
+static shmem_request_hook_type occ_prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type occ_prev_shmem_startup_hook = NULL;
+
+/* occ_stats_shmem_request: reserve our shared memory and lock */
+static void
+occ_stats_shmem_request(void)
+{
+	if (occ_prev_shmem_request_hook)
+		occ_prev_shmem_request_hook();
+	RequestAddinShmemSpace(add_size(MAXALIGN(sizeof(OccStatsShared)),
+									hash_estimate_size(occ_stats_max, sizeof(OccStatsEntry))));
+	RequestNamedLWLockTranche("pg_occ", 1);
+}
+
+/* occ_stats_shmem_startup: create or attach to the shared state */
+static void
+occ_stats_shmem_startup(void)
+{
+	HASHCTL		info;
+	bool		found;
+
+	if (occ_prev_shmem_startup_hook)
+		occ_prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	occ_shared = ShmemInitStruct("pg_occ", sizeof(OccStatsShared), &found);
+	if (!found)
+	{
+		occ_shared->lock = &(GetNamedLWLockTranche("pg_occ"))->lock;
+		SpinLockInit(&occ_shared->mutex);
+		occ_shared->dealloc = 0;
+		occ_shared->stats_reset = GetCurrentTimestamp();
+	}
+	info.keysize = sizeof(OccStatsKey);
+	info.entrysize = sizeof(OccStatsEntry);
+	occ_hash = ShmemInitHash("pg_occ hash", occ_stats_max, occ_stats_max,
+							 &info, HASH_ELEM | HASH_BLOBS);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* occ_stats_init: called from _PG_init while shared_preload_libraries loads */
+void
+occ_stats_init(void)
+{
+	occ_prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = occ_stats_shmem_request;
+	occ_prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = occ_stats_shmem_startup;
+}
+
+/* occ_require_shared: the statistics need preloading; say so clearly */
+static void
+occ_require_shared(void)
+{
+	if (occ_shared == NULL || occ_hash == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pg_occ must be loaded via shared_preload_libraries to collect statistics"),
+				 errhint("Add pg_occ to shared_preload_libraries in postgresql.conf and restart the server; "
+						 "occ.retry and occ.backoff work without it.")));
+}
+
+/* occ_hist_bucket: the histogram bucket of a number of attempts */
+static int
+occ_hist_bucket(int attempts)
+{
+	int			bucket = 0;
+
+	for (int limit = 1; attempts > limit && bucket < OCC_HIST_BUCKETS - 1; limit *= 2)
+		bucket++;
+	return bucket;
+}
+
+/*
+ * occ_evict_one: remove the entry with the fewest calls to make room.
+ * Caller holds the lock exclusively.
+ */
+static void
+occ_evict_one(void)
+{
+	HASH_SEQ_STATUS scan;
+	OccStatsEntry *entry;
+	OccStatsEntry *victim = NULL;
+
+	hash_seq_init(&scan, occ_hash);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+		if (victim == NULL || entry->counters.calls < victim->counters.calls)
+			victim = entry;
+	if (victim == NULL)
+		return;
+	hash_search(occ_hash, &victim->key, HASH_REMOVE, NULL);
+	SpinLockAcquire(&occ_shared->mutex);
+	occ_shared->dealloc++;
+	SpinLockRelease(&occ_shared->mutex);
+}
+
+/*
+ * occ_find_or_create: the entry for key, created (evicting if needed) when
+ * missing.  Returns with the lock held in shared mode.
+ */
+static OccStatsEntry *
+occ_find_or_create(const OccStatsKey *key, const char *sql)
+{
+	OccStatsEntry *entry;
+	bool		found;
+
+	LWLockAcquire(occ_shared->lock, LW_SHARED);
+	entry = hash_search(occ_hash, key, HASH_FIND, NULL);
+	if (entry != NULL)
+		return entry;
+
+	LWLockRelease(occ_shared->lock);
+	LWLockAcquire(occ_shared->lock, LW_EXCLUSIVE);
+	entry = hash_search(occ_hash, key, HASH_FIND, NULL);
+	if (entry == NULL)
+	{
+		if (hash_get_num_entries(occ_hash) >= occ_stats_max)
+			occ_evict_one();
+		entry = hash_search(occ_hash, key, HASH_ENTER, &found);
+		SpinLockInit(&entry->mutex);
+		memset(&entry->counters, 0, sizeof(OccCounters));
+		strlcpy(entry->query, sql, OCC_QUERY_TEXT_MAX);
+	}
+	LWLockRelease(occ_shared->lock);
+	LWLockAcquire(occ_shared->lock, LW_SHARED);
+	/* it may have been evicted in between; then this call goes uncounted */
+	return hash_search(occ_hash, key, HASH_FIND, NULL);
+}
+
+/*
+ * occ_stats_record: account for one finished occ.retry call, in the session
+ * and, when preloaded and occ.track_stats is on, in shared memory.
+ */
+void
+occ_stats_record(const char *sql, const OccCallResult *result)
+{
+	OccStatsKey key;
+	OccStatsEntry *entry;
+
+	occ_last.valid = true;
+	occ_last.result = *result;
+
+	if (occ_shared == NULL || occ_hash == NULL || !occ_track_stats)
+		return;
+
+	memset(&key, 0, sizeof(key));
+	key.userid = GetUserId();
+	key.dbid = MyDatabaseId;
+	key.queryid = hash_bytes_extended((const unsigned char *) sql, strlen(sql), 0);
+
+	entry = occ_find_or_create(&key, sql);
+	if (entry != NULL)
+	{
+		OccCounters *c = &entry->counters;
+
+		SpinLockAcquire(&entry->mutex);
+		c->calls++;
+		c->commits += result->committed ? 1 : 0;
+		c->gave_up += result->gave_up ? 1 : 0;
+		c->errors += (!result->committed && !result->gave_up) ? 1 : 0;
+		c->attempts += result->attempts;
+		c->serialization_failures += result->serialization_failures;
+		c->deadlocks += result->deadlocks;
+		c->other_failures += result->other_failures;
+		c->total_sleep_time += result->sleep_ms;
+		c->max_sleep_time = Max(c->max_sleep_time, result->max_sleep_ms);
+		c->total_time += result->total_ms;
+		c->max_attempts = Max(c->max_attempts, result->attempts);
+		c->hist[occ_hist_bucket(result->attempts)]++;
+		SpinLockRelease(&entry->mutex);
+	}
+	LWLockRelease(occ_shared->lock);
+}
+
+/*
+ * occ.stats(showtext boolean): one row per tracked transaction.  Roles
+ * without pg_read_all_stats see other roles' rows without text or queryid.
+ */
+Datum
+occ_stats(PG_FUNCTION_ARGS)
+{
+	bool		showtext = PG_GETARG_BOOL(0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			userid = GetUserId();
+	bool		all_visible = has_privs_of_role(userid, ROLE_PG_READ_ALL_STATS);
+	HASH_SEQ_STATUS scan;
+	OccStatsEntry *entry;
+
+	occ_require_shared();
+	InitMaterializedSRF(fcinfo, 0);
+
+	LWLockAcquire(occ_shared->lock, LW_SHARED);
+	hash_seq_init(&scan, occ_hash);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		Datum		values[OCC_STATS_COLS];
+		bool		nulls[OCC_STATS_COLS];
+		Datum		hist[OCC_HIST_BUCKETS];
+		OccCounters c;
+		bool		visible = all_visible || entry->key.userid == userid;
+		int			i = 0;
+
+		memset(nulls, 0, sizeof(nulls));
+		SpinLockAcquire(&entry->mutex);
+		c = entry->counters;
+		SpinLockRelease(&entry->mutex);
+
+		values[i++] = ObjectIdGetDatum(entry->key.userid);
+		values[i++] = ObjectIdGetDatum(entry->key.dbid);
+		if (visible)
+			values[i++] = Int64GetDatumFast((int64) entry->key.queryid);
+		else
+			nulls[i++] = true;
+		if (!showtext)
+			nulls[i++] = true;
+		else
+			values[i++] = CStringGetTextDatum(visible ? entry->query : "<insufficient privilege>");
+		values[i++] = Int64GetDatumFast(c.calls);
+		values[i++] = Int64GetDatumFast(c.commits);
+		values[i++] = Int64GetDatumFast(c.gave_up);
+		values[i++] = Int64GetDatumFast(c.errors);
+		values[i++] = Int64GetDatumFast(c.attempts);
+		values[i++] = Int64GetDatumFast(c.serialization_failures);
+		values[i++] = Int64GetDatumFast(c.deadlocks);
+		values[i++] = Int64GetDatumFast(c.other_failures);
+		values[i++] = Float8GetDatumFast(c.total_sleep_time);
+		values[i++] = Float8GetDatumFast(c.max_sleep_time);
+		values[i++] = Float8GetDatumFast(c.calls > 0 ? c.total_sleep_time / c.calls : 0);
+		values[i++] = Float8GetDatumFast(c.total_time);
+		values[i++] = Float8GetDatumFast(c.calls > 0 ? c.total_time / c.calls : 0);
+		values[i++] = Float8GetDatumFast(c.calls > 0 ? (double) c.attempts / c.calls : 0);
+		values[i++] = Int64GetDatumFast(c.max_attempts);
+		for (int b = 0; b < OCC_HIST_BUCKETS; b++)
+			hist[b] = Int64GetDatumFast(c.hist[b]);
+		values[i++] = PointerGetDatum(construct_array(hist, OCC_HIST_BUCKETS, INT8OID,
+													  sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		Assert(i == OCC_STATS_COLS);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	LWLockRelease(occ_shared->lock);
+	return (Datum) 0;
+}
+
+/* occ.stats_info(): evicted entries and the time of the last reset */
+Datum
+occ_stats_info(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	occ_require_shared();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	SpinLockAcquire(&occ_shared->mutex);
+	values[0] = Int64GetDatum(occ_shared->dealloc);
+	values[1] = TimestampTzGetDatum(occ_shared->stats_reset);
+	SpinLockRelease(&occ_shared->mutex);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/* occ.stats_reset(): forget every entry */
+Datum
+occ_stats_reset(PG_FUNCTION_ARGS)
+{
+	HASH_SEQ_STATUS scan;
+	OccStatsEntry *entry;
+
+	occ_require_shared();
+	LWLockAcquire(occ_shared->lock, LW_EXCLUSIVE);
+	hash_seq_init(&scan, occ_hash);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+		hash_search(occ_hash, &entry->key, HASH_REMOVE, NULL);
+	SpinLockAcquire(&occ_shared->mutex);
+	occ_shared->dealloc = 0;
+	occ_shared->stats_reset = GetCurrentTimestamp();
+	SpinLockRelease(&occ_shared->mutex);
+	LWLockRelease(occ_shared->lock);
+	PG_RETURN_VOID();
+}
+
+/*
+ * occ.last_retry(): attempts, sleep, last SQLSTATE and outcome of this
+ * session's last occ.retry call; NULLs before the first.
+ */
+Datum
+occ_last_retry(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[5];
+	bool		nulls[5] = {true, true, true, true, true};
+	const OccCallResult *r = &occ_last.result;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (occ_last.valid)
+	{
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = Int32GetDatum(r->attempts);
+		values[1] = PointerGetDatum(occ_usec_to_interval(rint(r->sleep_ms * 1000.0)));
+		if (r->last_sqlerrcode != 0)
+			values[2] = CStringGetTextDatum(unpack_sql_state(r->last_sqlerrcode));
+		else
+			nulls[2] = true;
+		values[3] = CStringGetTextDatum(r->committed ? "committed" :
+										r->gave_up ? "gave up" : "error");
+		values[4] = PointerGetDatum(occ_usec_to_interval(rint(r->total_ms * 1000.0)));
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
