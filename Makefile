@@ -13,7 +13,7 @@ REGRESS = backoff guc retry stats
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 # isolation tester: test/specs/*.spec against test/expected/*.out
-ISOLATION = update_conflict write_skew deadlock give_up stats_concurrent
+ISOLATION = update_conflict write_skew deadlock give_up
 ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 
 EXTRA_CLEAN = test/results test/output_iso regression.* results

@@ -90,13 +90,21 @@ typedef struct OccRetrySpec
 
 /*
  * occ_parse_sqlstate: a 5-character SQLSTATE or a 2-character class, digits
- * and letters (either case).  Returns false if s is neither.
+ * and letters (either case), spaces around it ignored.  Returns false if s
+ * is neither.
  */
 bool
 occ_parse_sqlstate(const char *s, int *code, bool *is_class)
 {
-	size_t		len = strlen(s);
+	size_t		len;
 	char		c[5] = {'0', '0', '0', '0', '0'};
+
+	/* list items may be padded, as in "40001, 40P01" */
+	while (*s == ' ')
+		s++;
+	len = strlen(s);
+	while (len > 0 && s[len - 1] == ' ')
+		len--;
 
 	if (len != 2 && len != 5)
 		return false;
@@ -122,7 +130,7 @@ occ_require_nonatomic(FunctionCallInfo fcinfo)
 
 	if (ctx != NULL && IsA(ctx, CallContext) && !ctx->atomic)
 		return;
-	if (IsTransactionBlock())
+	if (IsTransactionBlock() && !IsSubTransaction())
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 				 errmsg("occ.retry cannot run inside a transaction block"),
@@ -130,8 +138,8 @@ occ_require_nonatomic(FunctionCallInfo fcinfo)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
 			 errmsg("occ.retry cannot run in an atomic context"),
-			 errhint("CALL occ.retry(...) at top level, from a procedure that was itself CALLed, or from a DO block; "
-					 "not from a function, a trigger, or a block with an EXCEPTION clause.")));
+			 errhint("CALL occ.retry(...) at top level outside BEGIN ... COMMIT, from a procedure that was itself CALLed, "
+					 "or from a DO block; not from a function, a trigger, or a block with an EXCEPTION clause.")));
 }
 
 /* occ_parse_isolation: the transaction_isolation spelling of a level */

@@ -1,0 +1,17 @@
+-- Without shared_preload_libraries, occ.retry, occ.backoff and
+-- occ.last_retry work; the statistics say that preloading is required.
+-- Run by test/run.sh against a server that does not preload pg_occ.
+
+SELECT current_setting('shared_preload_libraries') LIKE '%pg_occ%' AS preloaded;
+CREATE TABLE np (v int);
+INSERT INTO np VALUES (0);
+CALL occ.retry('UPDATE np SET v = v + 1');
+SELECT v FROM np;
+SELECT occ.backoff(2, '1ms', '1s', 'none');
+SELECT attempts, outcome FROM occ.last_retry();
+SELECT * FROM occ.stats;
+\echo :LAST_ERROR_SQLSTATE
+SELECT occ.stats_reset();
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM occ.stats_info;
+\echo :LAST_ERROR_SQLSTATE

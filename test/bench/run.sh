@@ -1,0 +1,413 @@
+#!/bin/bash
+#
+# run.sh - pg_occ hot-row contention benchmark.
+#
+# Every transaction reads one hot row, optionally works for work_ms inside
+# the transaction (pg_sleep), and writes the value read + 1.  The forms
+# (pgbench scripts in test/pgbench/):
+#
+#   pessimistic     READ COMMITTED + SELECT ... FOR UPDATE (the reference)
+#   pgbench-retry   OCC under --isolation, retried at once by pgbench
+#                   --max-tries (no backoff)
+#   occ-defaults    CALL occ.retry(...) without jitter/base/cap (GUC defaults)
+#   occ-<jitter>    CALL occ.retry(..., jitter => <jitter>, base, cap) for
+#                   none full equal decorrelated bounded multiplicative normal
+#
+# Two modes:
+#   sweep       clients x work_ms x forms, --duration seconds each: commits/s,
+#               attempts per commit, p50/p99/max latency, give-ups.
+#   fixed-work  seed 000 (AWS, "Exponential Backoff And Jitter"): N clients
+#               each commit ONE update (pgbench -t 1); total attempts ("work")
+#               and the time until all are done.
+#
+# After every run the hot row must have grown by exactly the number of
+# commits pgbench counted (and, for occ forms, occ.stats must agree): if
+# not, the script stops with exit status 1.
+#
+# Attempts: pessimistic = pgbench transactions; pgbench-retry = transactions
+# + pgbench's "total number of retries"; occ-* = sum(attempts) of occ.stats
+# (reset before each run; blank without shared_preload_libraries = pg_occ).
+#
+# Unless --existing is given, the script re-runs itself inside a throwaway
+# cluster made by pg_virtualenv.  Output in --out: results.csv, results.md
+# (also printed on stdout), *.png (gnuplot) and runs/<run>/pgbench.out.
+# Progress goes to stderr.  Needs bash, psql, pgbench, awk, gnuplot.
+#
+# Usage: test/bench/run.sh [--quick | --full] [options], see usage() below.
+
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SELF="$HERE/$(basename "${BASH_SOURCE[0]}")"
+PGB=$(cd "$HERE/../pgbench" && pwd)
+ALL_FORMS="pessimistic pgbench-retry occ-defaults occ-none occ-full occ-equal occ-decorrelated occ-bounded occ-multiplicative occ-normal"
+
+# Defaults (the default run; --quick and --full change some of them)
+CLIENTS="1 4 16 64 128"
+DURATION=10
+WORK="0 1"
+FORMS=$ALL_FORMS
+FIXED_CLIENTS="1 2 5 10 25 50 75 100"
+FIXED_WORK_MS=1
+REPS=1
+MAX_ATTEMPTS=1000
+BASE=1ms
+CAP=50ms
+ISO="repeatable read"
+OUT="$HERE/results"
+DO_SWEEP=1
+DO_FIXED=1
+EXISTING=0
+KEEP_LOGS=0
+
+usage() {
+	cat <<EOF
+Usage: $0 [options]
+  --quick              CI check (< 2 min): every form runs, nothing is lost
+  --full               longer runs: --duration 30 --reps 3
+  --clients "1 4 16"   sweep client counts          (default: $CLIENTS)
+  --duration S         seconds per sweep run        (default: $DURATION)
+  --work "0 1"         work_ms values of the sweep  (default: $WORK)
+  --forms "..."        forms to run (default: all):
+                       $ALL_FORMS
+  --fixed-clients "N"  fixed-work client counts     (default: $FIXED_CLIENTS)
+  --fixed-work-ms MS   work_ms of fixed-work runs   (default: $FIXED_WORK_MS)
+  --reps R             fixed-work repetitions, averaged (default: $REPS)
+  --sweep-only | --fixed-work-only
+  --max-attempts N     occ.retry max_attempts and pgbench --max-tries (default: $MAX_ATTEMPTS)
+  --base I --cap I     occ.retry base and cap       (default: $BASE, $CAP)
+  --isolation L        of pgbench-retry and occ-*   (default: $ISO)
+  --out DIR            output directory             (default: test/bench/results)
+  --keep-logs          keep pgbench's per-transaction logs in DIR/runs
+  --existing           use the server of PGHOST/PGPORT/... instead of a new cluster
+EOF
+	exit "${1:-0}"
+}
+
+# die MESSAGE: complain on stderr and stop with status 1
+die() {
+	echo "run.sh: ERROR: $*" >&2
+	exit 1
+}
+
+# progress MESSAGE: one progress line on stderr
+progress() {
+	echo "[$(date +%H:%M:%S)] $*" >&2
+}
+
+# parse_args ARGS...: set the globals above from the command line
+parse_args() {
+	while [ $# -gt 0 ]; do
+		case $1 in
+			--quick) CLIENTS="1 8"; DURATION=1; FIXED_CLIENTS="1 10"; REPS=1 ;;
+			--full) DURATION=30; REPS=3 ;;
+			--clients) CLIENTS=$2; shift ;;
+			--duration) DURATION=$2; shift ;;
+			--work) WORK=$2; shift ;;
+			--forms) FORMS=$2; shift ;;
+			--fixed-clients) FIXED_CLIENTS=$2; shift ;;
+			--fixed-work-ms) FIXED_WORK_MS=$2; shift ;;
+			--reps) REPS=$2; shift ;;
+			--sweep-only) DO_FIXED=0 ;;
+			--fixed-work-only) DO_SWEEP=0 ;;
+			--max-attempts) MAX_ATTEMPTS=$2; shift ;;
+			--base) BASE=$2; shift ;;
+			--cap) CAP=$2; shift ;;
+			--isolation) ISO=$2; shift ;;
+			--out) OUT=$2; shift ;;
+			--keep-logs) KEEP_LOGS=1 ;;
+			--existing) EXISTING=1 ;;
+			-h | --help) usage 0 ;;
+			*) echo "unknown option: $1" >&2; usage 2 ;;
+		esac
+		shift
+	done
+	for f in $FORMS; do
+		[[ " $ALL_FORMS " == *" $f "* ]] || die "unknown form '$f'"
+	done
+	mkdir -p "$OUT"
+	OUT=$(cd "$OUT" && pwd)
+}
+
+# uses_occ: do the selected forms need the extension?
+uses_occ() {
+	[[ " $FORMS " == *" occ-"* ]]
+}
+
+# enter_cluster ARGS...: re-run this script inside a throwaway cluster, unless
+# we are already inside one (or --existing).  The settings keep the server
+# log quiet (every serialization failure is an ERROR) and commits off the
+# disk's fsync, so that the runs measure contention rather than the disk.
+enter_cluster() {
+	[ "$EXISTING" = 1 ] && return
+	[ -n "${OCC_BENCH_CLUSTER:-}" ] && return
+	local opts=(-t -o max_connections=300 -o synchronous_commit=off -o log_min_messages=log)
+	if [ -e "$(pg_config --pkglibdir)/pg_occ.so" ]; then
+		opts+=(-o shared_preload_libraries=pg_occ)
+	elif uses_occ; then
+		die "pg_occ is not installed (make install), or run with --forms 'pessimistic pgbench-retry'"
+	fi
+	progress "starting a throwaway cluster with pg_virtualenv"
+	export OCC_BENCH_CLUSTER=1
+	exec pg_virtualenv "${opts[@]}" "$SELF" "$@"
+}
+
+# sql QUERY: run one query, print the result unaligned
+sql() {
+	psql -X -q -A -t -v ON_ERROR_STOP=1 -c "$1"
+}
+
+# prepare_db: hot table, extension, and whether occ.stats works (STATS=1)
+prepare_db() {
+	PGOPTIONS="-c client_min_messages=warning" psql -X -q -v ON_ERROR_STOP=1 -f "$PGB/setup.sql"
+	STATS=0
+	if uses_occ; then
+		sql "CREATE EXTENSION IF NOT EXISTS pg_occ" >/dev/null
+		if sql "SELECT occ.stats_reset()" >/dev/null 2>&1; then
+			STATS=1
+		else
+			progress "occ.stats unavailable (pg_occ not preloaded): occ-* attempts left blank"
+		fi
+	fi
+}
+
+# set_form_args FORM WORK_MS: pgbench arguments of a form in FORM_ARGS
+set_form_args() {
+	local form=$1 work=$2
+	FORM_ARGS=(-D "work_ms=$work")
+	case $form in
+		pessimistic)
+			FORM_ARGS+=(-f "$PGB/pessimistic.sql") ;;
+		pgbench-retry)
+			FORM_ARGS+=(-f "$PGB/occ_pgbench.sql" -D "iso=$ISO" --max-tries="$MAX_ATTEMPTS") ;;
+		occ-defaults)
+			FORM_ARGS+=(-f "$PGB/occ_retry_defaults.sql" -D "iso=$ISO" -D "max_attempts=$MAX_ATTEMPTS") ;;
+		occ-*)
+			FORM_ARGS+=(-f "$PGB/occ_retry.sql" -D "iso=$ISO" -D "max_attempts=$MAX_ATTEMPTS"
+				-D "jitter=${form#occ-}" -D "base=$BASE" -D "cap=$CAP") ;;
+	esac
+}
+
+# report_value FILE PATTERN: first number after PATTERN in a pgbench report
+report_value() {
+	awk -v pat="$2" 'index($0, pat) == 1 { s = substr($0, length(pat) + 1); sub(/^[^0-9]*/, "", s); sub(/[^0-9.].*$/, "", s); print s; exit }' "$1"
+}
+
+# latency_stats DIR: "p50 p99 max completion" in ms from the pgbench logs
+# of committed transactions (nearest-rank percentiles); completion is from
+# the first start to the last end of any transaction.
+latency_stats() {
+	local pct span
+	pct=$(cat "$1"/log.* | awk '$3 ~ /^[0-9]+$/ { print $3 }' | sort -n |
+		awk '{ a[NR] = $1 }
+		     function rank(p,  i) { i = int(p * NR); if (i < p * NR) i++; return a[i] / 1000 }
+		     END { if (NR) printf "%.2f %.2f %.2f", rank(0.50), rank(0.99), a[NR] / 1000 }')
+	span=$(cat "$1"/log.* | awk '{ e = $5 * 1000000 + $6; if (e > last) last = e }
+		$3 ~ /^[0-9]+$/ { s = e - $3; if (!n++ || s < first) first = s }
+		END { if (n) printf "%.1f", (last - first) / 1000 }')
+	echo "${pct:-- - -} ${span:--}"
+}
+
+# occ_stats: "attempts commits gave_up" summed over occ.stats
+occ_stats() {
+	sql "SELECT coalesce(sum(attempts), 0), coalesce(sum(commits), 0), coalesce(sum(gave_up), 0) FROM occ.stats" | tr '|' ' '
+}
+
+# run_one MODE FORM CLIENTS WORK_MS REP: one pgbench run, checked, one CSV row
+run_one() {
+	local mode=$1 form=$2 clients=$3 work=$4 rep=$5
+	local dir="$OUT/runs/$mode-$form-c$clients-w$work-r$rep"
+	local length threads before after commits failed retries tps attempts
+	local s_commits s_gave_up p50 p99 max completion per_commit
+	mkdir -p "$dir"
+	rm -f "$dir"/log.*
+	if [ "$mode" = sweep ]; then length=(-T "$DURATION"); else length=(-t 1); fi
+	threads=$(( clients < $(nproc) ? clients : $(nproc) ))
+	set_form_args "$form" "$work"
+
+	sql "VACUUM hot" >/dev/null
+	[ "$STATS" = 1 ] && sql "SELECT occ.stats_reset()" >/dev/null
+	before=$(sql "SELECT v FROM hot WHERE id = 1")
+	pgbench -n -c "$clients" -j "$threads" "${length[@]}" -l --log-prefix="$dir/log" \
+		"${FORM_ARGS[@]}" >"$dir/pgbench.out" 2>"$dir/pgbench.err" ||
+		die "pgbench failed ($form, $clients clients), see $dir/pgbench.err: $(tail -3 "$dir/pgbench.err")"
+	after=$(sql "SELECT v FROM hot WHERE id = 1")
+
+	commits=$(report_value "$dir/pgbench.out" "number of transactions actually processed:")
+	failed=$(report_value "$dir/pgbench.out" "number of failed transactions:")
+	retries=$(report_value "$dir/pgbench.out" "total number of retries:")
+	tps=$(report_value "$dir/pgbench.out" "tps = ")
+	[ $((after - before)) -eq "$commits" ] ||
+		die "LOST OR DOUBLED UPDATES: $form, $clients clients, work $work ms: row grew by $((after - before)), pgbench committed $commits"
+
+	case $form in
+		pessimistic) attempts=$((commits + failed)) ;;
+		pgbench-retry) attempts=$((commits + failed + ${retries:-0})) ;;
+		occ-*) attempts=""
+			if [ "$STATS" = 1 ]; then
+				read -r attempts s_commits s_gave_up <<<"$(occ_stats)"
+				if [ "$s_commits" -ne "$commits" ] || [ "$s_gave_up" -ne "$failed" ]; then
+					die "occ.stats disagrees with pgbench: $form, $clients clients: commits $s_commits vs $commits, gave_up $s_gave_up vs $failed"
+				fi
+			fi ;;
+	esac
+
+	read -r p50 p99 max completion <<<"$(latency_stats "$dir")"
+	[ "$KEEP_LOGS" = 1 ] || rm -f "$dir"/log.*
+	per_commit=$(awk -v a="$attempts" -v c="$commits" 'BEGIN { if (a != "" && c > 0) printf "%.3f", a / c }')
+	echo "$mode,$form,$clients,$work,$rep,$commits,$failed,$attempts,$per_commit,$tps,$p50,$p99,$max,$completion" >>"$CSV"
+	progress "$RUN_NO/$RUN_TOTAL $mode $form clients=$clients work=${work}ms: $commits commits, $(printf "%.0f" "$tps")/s, attempts/commit ${per_commit:-?}, p99 ${p99}ms, give-ups $failed"
+	RUN_NO=$((RUN_NO + 1))
+}
+
+# count_runs: total number of runs, for the progress lines
+count_runs() {
+	local nforms nclients nwork nfixed
+	nforms=$(wc -w <<<"$FORMS"); nclients=$(wc -w <<<"$CLIENTS")
+	nwork=$(wc -w <<<"$WORK"); nfixed=$(wc -w <<<"$FIXED_CLIENTS")
+	echo $(( DO_SWEEP * nforms * nclients * nwork + DO_FIXED * nforms * nfixed * REPS ))
+}
+
+# sweep: every work value x client count x form, for DURATION seconds each
+sweep() {
+	local work clients form
+	for work in $WORK; do
+		for clients in $CLIENTS; do
+			for form in $FORMS; do
+				run_one sweep "$form" "$clients" "$work" 1
+			done
+		done
+	done
+}
+
+# fixed_work: N clients, one commit each, REPS times per form and N
+fixed_work() {
+	local rep clients form
+	for rep in $(seq "$REPS"); do
+		for clients in $FIXED_CLIENTS; do
+			for form in $FORMS; do
+				run_one fixed "$form" "$clients" "$FIXED_WORK_MS" "$rep"
+			done
+		done
+	done
+}
+
+# summarize MODE WORK_MS COLUMNS...: mean of the named CSV columns per form
+# and client count, over the rows of MODE and WORK_MS (blank if any blank);
+# prints "form clients mean1 mean2 ..." lines in CSV order.
+summarize() {
+	local mode=$1 work=$2
+	shift 2
+	awk -F, -v mode="$mode" -v work="$work" -v cols="$*" '
+		NR == 1 { for (i = 1; i <= NF; i++) idx[$i] = i; n = split(cols, c, " "); next }
+		$1 != mode || $4 != work { next }
+		{ k = $2 " " $3; if (!(k in cnt)) order[++m] = k; cnt[k]++
+		  for (j = 1; j <= n; j++) { v = $(idx[c[j]]); if (v == "" || v == "-") bad[k, j] = 1; sum[k, j] += v } }
+		END { for (o = 1; o <= m; o++) { k = order[o]; line = k
+		        for (j = 1; j <= n; j++) line = line " " (((k, j) in bad) ? "-" : sprintf("%.6g", sum[k, j] / cnt[k]))
+		        print line } }' "$CSV"
+}
+
+# markdown_table MODE WORK_MS TITLE HEADERS COLUMNS: a markdown table
+markdown_table() {
+	local mode=$1 work=$2 title=$3 headers=$4
+	shift 4
+	echo
+	echo "### $title"
+	echo
+	echo "| form | clients | ${headers// / | } |" | tr '_' ' '
+	echo "|---|---:|$(for _ in "$@"; do printf -- '---:|'; done)"
+	summarize "$mode" "$work" "$@" | awk '
+		function fmt(v) { return v == "-" ? v : v >= 100 ? sprintf("%.0f", v) : sprintf("%.3g", v) }
+		{ line = "| " $1 " | " $2; for (i = 3; i <= NF; i++) line = line " | " fmt($i); print line " |" }'
+}
+
+# line_styles: ten distinguishable colours and point types for gnuplot
+line_styles() {
+	local i=1 colour
+	for colour in black red blue dark-green orange dark-violet dark-cyan brown magenta gray50; do
+		echo "set linetype $i lc rgb '$colour' lw 1.5 pt $i"
+		i=$((i + 1))
+	done
+	echo "set linetype cycle 10"
+}
+
+# plot MODE WORK_MS COLUMN YLABEL TITLE PNG: one line per form against clients
+plot() {
+	local mode=$1 work=$2 col=$3 ylabel=$4 title=$5 png=$6 data logx="" xlabel
+	data="$OUT/runs/plot-$mode-w$work-$col.dat"
+	summarize "$mode" "$work" "$col" | awk '
+		{ if (!($1 in seen)) { seen[$1] = 1; forms[++nf] = $1 }
+		  if (!($2 in xs)) { xs[$2] = 1; x[++nx] = $2 }
+		  y[$1, $2] = ($3 == "-" ? "?" : $3) }
+		END { line = "clients"; for (f = 1; f <= nf; f++) line = line " " forms[f]; print line
+		      for (i = 1; i <= nx; i++) { line = x[i]
+		        for (f = 1; f <= nf; f++) line = line " " (((forms[f], x[i]) in y) ? y[forms[f], x[i]] : "?")
+		        print line } }' | { IFS= read -r header; echo "$header"; sort -n; } >"$data"
+	if [ "$mode" = sweep ]; then logx="set logscale x 2"; xlabel="clients"; else xlabel="N clients, one commit each"; fi
+	gnuplot <<EOF 2>&1 | { grep -v "empty x range" || true; } >&2
+set terminal $TERMINAL size 900,560 noenhanced
+set output '$OUT/$png'
+set title '$title'
+set xlabel '$xlabel'
+$(line_styles)
+set ylabel '$ylabel'
+set key outside right
+set grid
+set datafile missing '?'
+$logx
+plot for [i=2:$(head -1 "$data" | wc -w)] '$data' using 1:i with linespoints title columnheader(i)
+EOF
+}
+
+# report: markdown tables (results.md, stdout) and plots
+report() {
+	local work
+	{
+		echo "## pg_occ hot-row benchmark ($(date -u +%Y-%m-%d), $(nproc) cores, isolation $ISO, base $BASE, cap $CAP, max attempts $MAX_ATTEMPTS)"
+		if [ "$DO_SWEEP" = 1 ]; then
+			for work in $WORK; do
+				markdown_table sweep "$work" "Sweep, work_ms = $work, ${DURATION}s per run" \
+					"commits/s attempts/commit p50_ms p99_ms max_ms give-ups" \
+					commits_per_s attempts_per_commit p50_ms p99_ms max_ms give_ups
+			done
+		fi
+		if [ "$DO_FIXED" = 1 ]; then
+			markdown_table fixed "$FIXED_WORK_MS" "Fixed work: N clients commit one update each (work_ms = $FIXED_WORK_MS, mean of $REPS)" \
+				"attempts completion_ms give-ups" attempts completion_ms give_ups
+		fi
+	} | tee "$OUT/results.md"
+
+	TERMINAL=pngcairo
+	gnuplot -e "set terminal pngcairo" 2>/dev/null || TERMINAL=png
+	if [ "$DO_SWEEP" = 1 ]; then
+		for work in $WORK; do
+			plot sweep "$work" commits_per_s "commits/s" "Throughput, work_ms=$work" "throughput-w$work.png"
+			plot sweep "$work" attempts_per_commit "attempts per commit" "Attempts per commit, work_ms=$work" "attempts-w$work.png"
+			plot sweep "$work" p99_ms "p99 latency (ms)" "p99 latency, work_ms=$work" "p99-w$work.png"
+		done
+	fi
+	if [ "$DO_FIXED" = 1 ]; then
+		plot fixed "$FIXED_WORK_MS" attempts "total attempts (work)" "Fixed work: total attempts" "fixed-work-attempts.png"
+		plot fixed "$FIXED_WORK_MS" completion_ms "time until all done (ms)" "Fixed work: completion time" "fixed-work-completion.png"
+	fi
+	progress "results in $OUT: results.csv results.md $(cd "$OUT" && echo *.png)"
+}
+
+main() {
+	parse_args "$@"
+	enter_cluster "$@"
+	command -v gnuplot >/dev/null || die "gnuplot is missing (apt-get install gnuplot-nox)"
+	rm -rf "$OUT/runs" "$OUT"/*.png
+	mkdir -p "$OUT/runs"
+	CSV="$OUT/results.csv"
+	echo "mode,form,clients,work_ms,rep,commits,give_ups,attempts,attempts_per_commit,commits_per_s,p50_ms,p99_ms,max_ms,completion_ms" >"$CSV"
+	prepare_db
+	RUN_NO=1
+	RUN_TOTAL=$(count_runs)
+	[ "$DO_SWEEP" = 1 ] && sweep
+	[ "$DO_FIXED" = 1 ] && fixed_work
+	report
+}
+
+main "$@"

@@ -1,0 +1,53 @@
+#!/bin/bash
+# Stress check: concurrent pgbench clients increment one row through
+# occ.retry.  Nothing may be lost or doubled: the counter must equal the
+# number of calls pgbench saw succeed, and with statistics the sums of
+# occ.stats must match the work done (calls, commits, give-ups, attempts).
+#
+# Runs against the server in PG* (test/run.sh starts one); needs pg_occ
+# preloaded for the statistics part.
+set -euo pipefail
+
+CLIENTS=${CLIENTS:-32}
+CALLS_PER_CLIENT=${CALLS_PER_CLIENT:-100}
+DB=occ_stress
+
+fail() { echo "stress: FAIL: $*" >&2; exit 1; }
+sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
+
+dropdb --if-exists "$DB" && createdb "$DB"
+sql "CREATE EXTENSION pg_occ; CREATE TABLE hot (id int PRIMARY KEY, v bigint NOT NULL); INSERT INTO hot VALUES (1, 0);"
+sql "SELECT occ.stats_reset();" >/dev/null
+
+script=$(mktemp)
+trap 'rm -f "$script"' EXIT
+# read, then write the value read + 1: a lost update would show
+cat > "$script" <<'SQL'
+CALL occ.retry('SELECT set_config(''stress.v'', v::text, true) FROM hot WHERE id = 1;
+                UPDATE hot SET v = current_setting(''stress.v'')::bigint + 1 WHERE id = 1',
+               isolation => 'repeatable read', max_attempts => 20, base => '100us', cap => '20ms');
+SQL
+
+out=$(pgbench -n -d "$DB" -c "$CLIENTS" -j 2 -t "$CALLS_PER_CLIENT" -f "$script" 2>&1) || true
+processed=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")
+[ -n "$processed" ] || fail "pgbench did not run: $out"
+failed=${failed:-0}
+value=$(sql "SELECT v FROM hot WHERE id = 1")
+
+echo "stress: $CLIENTS clients x $CALLS_PER_CLIENT calls: $processed committed, $failed gave up, counter $value"
+[ "$((processed + failed))" -eq "$((CLIENTS * CALLS_PER_CLIENT))" ] || fail "pgbench lost calls"
+[ "$value" -eq "$processed" ] || fail "counter $value != $processed committed calls"
+
+read -r calls commits gave_up errors attempts failures < <(sql "
+  SELECT calls, commits, gave_up, errors, attempts, serialization_failures + deadlocks + other_failures
+    FROM occ.stats WHERE query LIKE '%stress.v%'" | tr '|' ' ')
+echo "stress: occ.stats: calls $calls, commits $commits, gave_up $gave_up, attempts $attempts, failed attempts $failures"
+[ "$calls" -eq "$((CLIENTS * CALLS_PER_CLIENT))" ] || fail "occ.stats calls $calls"
+[ "$commits" -eq "$processed" ] || fail "occ.stats commits $commits != $processed"
+[ "$gave_up" -eq "$failed" ] || fail "occ.stats gave_up $gave_up != $failed"
+[ "$errors" -eq 0 ] || fail "occ.stats errors $errors"
+[ "$attempts" -eq "$((commits + failures))" ] || fail "attempts $attempts != commits + failed attempts"
+[ "$failures" -gt 0 ] || fail "no conflicts at all: the check did not exercise retries"
+dropdb "$DB"
+echo "stress: ok"
