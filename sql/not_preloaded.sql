@@ -3,6 +3,11 @@
 -- Run by test/run.sh against a server that does not preload pg_occ.
 
 SELECT current_setting('shared_preload_libraries') LIKE '%pg_occ%' AS preloaded;
+-- defaults read the occ.* settings, which exist as soon as the library is
+-- loaded, and a call loads it before its arguments are evaluated
+\c
+SELECT occ.backoff(3, jitter => 'none');
+\c
 CREATE TABLE np (v int);
 INSERT INTO np VALUES (0);
 CALL occ.retry('UPDATE np SET v = v + 1');

@@ -14,15 +14,16 @@
 #include <limits.h>
 
 #include "access/xact.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 #include "utils/varlena.h"
 
 #include "pg_occ.h"
 
 double		occ_base_delay = 1.0;
-double		occ_max_delay = 50.0;
+double		occ_max_delay = 200.0;
 int			occ_jitter = OCC_JITTER_FULL;
-int			occ_max_attempts = 10;
+int			occ_max_attempts = 30;
 double		occ_factor = 2.0;
 int			occ_max_duration = 0;
 int			occ_isolation = XACT_SERIALIZABLE;
@@ -103,7 +104,7 @@ occ_define_gucs(void)
 	DefineCustomRealVariable("occ.max_delay",
 							 "Cap on a single backoff delay.",
 							 NULL,
-							 &occ_max_delay, 50.0, 0.001, 3600000.0,
+							 &occ_max_delay, 200.0, 0.001, 3600000.0,
 							 PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomEnumVariable("occ.jitter",
 							 "Backoff strategy.",
@@ -118,7 +119,7 @@ occ_define_gucs(void)
 	DefineCustomIntVariable("occ.max_attempts",
 							"Maximum executions of a transaction by occ.retry, the first included.",
 							NULL,
-							&occ_max_attempts, 10, 1, INT_MAX,
+							&occ_max_attempts, 30, 1, INT_MAX,
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("occ.max_duration",
 							"Time budget of one occ.retry call; 0 means no limit.",
@@ -145,11 +146,13 @@ occ_define_gucs(void)
 							 NULL,
 							 &occ_track_stats, true,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
-	DefineCustomIntVariable("occ.stats_max",
-							"Maximum number of transactions tracked by occ.stats.",
-							NULL,
-							&occ_stats_max, 1000, 100, INT_MAX / 2,
-							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	/* sizes shared memory, so it exists only when preloading */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("occ.stats_max",
+								"Maximum number of transactions tracked by occ.stats.",
+								NULL,
+								&occ_stats_max, 1000, 100, INT_MAX / 2,
+								PGC_POSTMASTER, 0, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("occ");
 }

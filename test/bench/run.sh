@@ -9,7 +9,8 @@
 #   pessimistic     READ COMMITTED + SELECT ... FOR UPDATE (the reference)
 #   pgbench-retry   OCC under --isolation, retried at once by pgbench
 #                   --max-tries (no backoff)
-#   occ-defaults    CALL occ.retry(...) without jitter/base/cap (GUC defaults)
+#   occ-defaults    CALL occ.retry(...) with the defaults of the occ.* settings
+#                   (jitter, base, cap, max_attempts); only the isolation is set
 #   occ-<jitter>    CALL occ.retry(..., jitter => <jitter>, base, cap) for
 #                   none full equal decorrelated bounded multiplicative normal
 #
@@ -40,7 +41,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SELF="$HERE/$(basename "${BASH_SOURCE[0]}")"
 PGB=$(cd "$HERE/../pgbench" && pwd)
-ALL_FORMS="pessimistic pgbench-retry occ-defaults occ-none occ-full occ-equal occ-decorrelated occ-bounded occ-multiplicative occ-normal"
+ALL_FORMS="pessimistic pessimistic-1rt pgbench-retry occ-defaults occ-none occ-full occ-equal occ-decorrelated occ-bounded occ-multiplicative occ-normal"
 
 # Defaults (the default run; --quick and --full change some of them)
 CLIENTS="1 4 16 64 128"
@@ -52,11 +53,14 @@ FIXED_WORK_MS=1
 REPS=1
 MAX_ATTEMPTS=1000
 BASE=1ms
-CAP=50ms
+CAP=200ms
 ISO="repeatable read"
 OUT="$HERE/results"
+OVERHEAD_FORMS="bare occ-bare occ-bare-nostats"
+OVERHEAD_REPS=3
 DO_SWEEP=1
 DO_FIXED=1
+DO_OVERHEAD=1
 EXISTING=0
 KEEP_LOGS=0
 
@@ -73,7 +77,10 @@ Usage: $0 [options]
   --fixed-clients "N"  fixed-work client counts     (default: $FIXED_CLIENTS)
   --fixed-work-ms MS   work_ms of fixed-work runs   (default: $FIXED_WORK_MS)
   --reps R             fixed-work repetitions, averaged (default: $REPS)
-  --sweep-only | --fixed-work-only
+  --sweep-only | --fixed-work-only | --overhead-only
+                       (overhead: 1 client, one UPDATE, bare vs CALL occ.retry
+                       with stats on and off, interleaved, --duration s each,
+                       $OVERHEAD_REPS times)
   --max-attempts N     occ.retry max_attempts and pgbench --max-tries (default: $MAX_ATTEMPTS)
   --base I --cap I     occ.retry base and cap       (default: $BASE, $CAP)
   --isolation L        of pgbench-retry and occ-*   (default: $ISO)
@@ -108,8 +115,9 @@ parse_args() {
 			--fixed-clients) FIXED_CLIENTS=$2; shift ;;
 			--fixed-work-ms) FIXED_WORK_MS=$2; shift ;;
 			--reps) REPS=$2; shift ;;
-			--sweep-only) DO_FIXED=0 ;;
-			--fixed-work-only) DO_SWEEP=0 ;;
+			--sweep-only) DO_FIXED=0; DO_OVERHEAD=0 ;;
+			--fixed-work-only) DO_SWEEP=0; DO_OVERHEAD=0 ;;
+			--overhead-only) DO_SWEEP=0; DO_FIXED=0 ;;
 			--max-attempts) MAX_ATTEMPTS=$2; shift ;;
 			--base) BASE=$2; shift ;;
 			--cap) CAP=$2; shift ;;
@@ -129,9 +137,9 @@ parse_args() {
 	OUT=$(cd "$OUT" && pwd)
 }
 
-# uses_occ: do the selected forms need the extension?
+# uses_occ: do the selected forms (or the overhead mode) need the extension?
 uses_occ() {
-	[[ " $FORMS " == *" occ-"* ]]
+	[ "$DO_OVERHEAD" = 1 ] || [[ " $FORMS " == *" occ-"* ]]
 }
 
 # enter_cluster ARGS...: re-run this script inside a throwaway cluster, unless
@@ -175,13 +183,26 @@ prepare_db() {
 set_form_args() {
 	local form=$1 work=$2
 	FORM_ARGS=(-D "work_ms=$work")
+	FORM_PGOPTIONS=""
 	case $form in
 		pessimistic)
 			FORM_ARGS+=(-f "$PGB/pessimistic.sql") ;;
+		pessimistic-1rt)
+			FORM_ARGS+=(-f "$PGB/pessimistic_1rt.sql") ;;
+		bare)
+			FORM_ARGS=(-f "$PGB/bare.sql") ;;
+		occ-bare)
+			FORM_ARGS=(-f "$PGB/occ_bare.sql") ;;
+		occ-bare-nostats)
+			FORM_ARGS=(-f "$PGB/occ_bare.sql")
+			FORM_PGOPTIONS="-c occ.track_stats=off" ;;
 		pgbench-retry)
 			FORM_ARGS+=(-f "$PGB/occ_pgbench.sql" -D "iso=$ISO" --max-tries="$MAX_ATTEMPTS") ;;
 		occ-defaults)
-			FORM_ARGS+=(-f "$PGB/occ_retry_defaults.sql" -D "iso=$ISO" -D "max_attempts=$MAX_ATTEMPTS") ;;
+			# the server's occ.* settings, as a call that omits them would get
+			FORM_ARGS+=(-f "$PGB/occ_retry.sql" -D "iso=$ISO"
+				-D "max_attempts=$(sql "SHOW occ.max_attempts")" -D "jitter=$(sql "SHOW occ.jitter")"
+				-D "base=$(sql "SHOW occ.base_delay")" -D "cap=$(sql "SHOW occ.max_delay")") ;;
 		occ-*)
 			FORM_ARGS+=(-f "$PGB/occ_retry.sql" -D "iso=$ISO" -D "max_attempts=$MAX_ATTEMPTS"
 				-D "jitter=${form#occ-}" -D "base=$BASE" -D "cap=$CAP") ;;
@@ -228,7 +249,7 @@ run_one() {
 	sql "VACUUM hot" >/dev/null
 	[ "$STATS" = 1 ] && sql "SELECT occ.stats_reset()" >/dev/null
 	before=$(sql "SELECT v FROM hot WHERE id = 1")
-	pgbench -n -c "$clients" -j "$threads" "${length[@]}" -l --log-prefix="$dir/log" \
+	PGOPTIONS="$FORM_PGOPTIONS" pgbench -n -c "$clients" -j "$threads" "${length[@]}" -l --log-prefix="$dir/log" \
 		"${FORM_ARGS[@]}" >"$dir/pgbench.out" 2>"$dir/pgbench.err" ||
 		die "pgbench failed ($form, $clients clients), see $dir/pgbench.err: $(tail -3 "$dir/pgbench.err")"
 	after=$(sql "SELECT v FROM hot WHERE id = 1")
@@ -241,7 +262,7 @@ run_one() {
 		die "LOST OR DOUBLED UPDATES: $form, $clients clients, work $work ms: row grew by $((after - before)), pgbench committed $commits"
 
 	case $form in
-		pessimistic) attempts=$((commits + failed)) ;;
+		pessimistic* | bare | occ-bare-nostats) attempts=$((commits + failed)) ;;
 		pgbench-retry) attempts=$((commits + failed + ${retries:-0})) ;;
 		occ-*) attempts=""
 			if [ "$STATS" = 1 ]; then
@@ -265,7 +286,8 @@ count_runs() {
 	local nforms nclients nwork nfixed
 	nforms=$(wc -w <<<"$FORMS"); nclients=$(wc -w <<<"$CLIENTS")
 	nwork=$(wc -w <<<"$WORK"); nfixed=$(wc -w <<<"$FIXED_CLIENTS")
-	echo $(( DO_SWEEP * nforms * nclients * nwork + DO_FIXED * nforms * nfixed * REPS ))
+	echo $(( DO_SWEEP * nforms * nclients * nwork + DO_FIXED * nforms * nfixed * REPS +
+		DO_OVERHEAD * $(wc -w <<<"$OVERHEAD_FORMS") * OVERHEAD_REPS ))
 }
 
 # sweep: every work value x client count x form, for DURATION seconds each
@@ -290,6 +312,30 @@ fixed_work() {
 			done
 		done
 	done
+}
+
+# overhead: uncontended cost of occ.retry, 1 client, one UPDATE: the forms
+# take turns, OVERHEAD_REPS rounds, so that drifts of a shared machine hit
+# them alike; the report gives means and ratios to the bare statement
+overhead() {
+	local rep form
+	for rep in $(seq "$OVERHEAD_REPS"); do
+		for form in $OVERHEAD_FORMS; do
+			run_one overhead "$form" 1 0 "$rep"
+		done
+	done
+}
+
+# overhead_table: commits/s of the overhead forms and their ratio to bare
+overhead_table() {
+	echo
+	echo "### Uncontended overhead: 1 client, one UPDATE, mean of $OVERHEAD_REPS interleaved ${DURATION}s runs"
+	echo
+	echo "| form | commits/s | ratio to bare | p50 ms | p99 ms |"
+	echo "|---|---:|---:|---:|---:|"
+	summarize overhead 0 commits_per_s p50_ms p99_ms | awk '
+		NR == 1 { bare = $3 }
+		{ printf "| %s | %.0f | %.3f | %.3g | %.3g |\n", $1, $3, $3 / bare, $4, $5 }'
 }
 
 # summarize MODE WORK_MS COLUMNS...: mean of the named CSV columns per form
@@ -372,6 +418,7 @@ report() {
 					commits_per_s attempts_per_commit p50_ms p99_ms max_ms give_ups
 			done
 		fi
+		[ "$DO_OVERHEAD" = 1 ] && overhead_table
 		if [ "$DO_FIXED" = 1 ]; then
 			markdown_table fixed "$FIXED_WORK_MS" "Fixed work: N clients commit one update each (work_ms = $FIXED_WORK_MS, mean of $REPS)" \
 				"attempts completion_ms give-ups" attempts completion_ms give_ups
@@ -407,6 +454,7 @@ main() {
 	RUN_TOTAL=$(count_runs)
 	[ "$DO_SWEEP" = 1 ] && sweep
 	[ "$DO_FIXED" = 1 ] && fixed_work
+	[ "$DO_OVERHEAD" = 1 ] && overhead
 	report
 }
 

@@ -1,0 +1,339 @@
+-- pg_occ API surface, part 1: the extension, its schema, functions,
+-- procedures and views, with exact signatures, and their comments.
+-- Runs in one transaction that is rolled back, so it leaves nothing behind.
+\set ON_ERROR_STOP 1
+\pset format unaligned
+\pset tuples_only true
+\pset pager off
+SET client_min_messages = warning;
+
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS pg_occ;
+
+SELECT plan(145);
+
+------------------------------------------------------------------------
+-- The extension: version 0.1.0, not relocatable, schema occ, untrusted
+------------------------------------------------------------------------
+SELECT has_extension('occ', 'pg_occ', 'extension pg_occ is installed in schema occ');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'), '0.1.0',
+          'pg_occ is at version 0.1.0');
+SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'pg_occ'), false,
+          'pg_occ is not relocatable');
+SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_occ'), 'occ',
+          'pg_occ lives in schema occ');
+SELECT results_eq(
+    $$ SELECT relocatable, schema = 'occ' AS schema_is_occ, superuser, trusted, requires IS NULL
+         FROM pg_available_extension_versions
+        WHERE name = 'pg_occ' AND version = '0.1.0' $$,
+    $$ VALUES (false, true, true, false, true) $$,
+    'control file: not relocatable, schema occ, superuser only, not trusted, no requirements');
+SELECT throws_ok('ALTER EXTENSION pg_occ SET SCHEMA public', '0A000',
+                 'extension "pg_occ" does not support SET SCHEMA',
+                 'ALTER EXTENSION pg_occ SET SCHEMA is refused');
+
+------------------------------------------------------------------------
+-- The schema and the exact set of objects in it
+------------------------------------------------------------------------
+SELECT has_schema('occ', 'schema occ exists');
+SELECT functions_are('occ',
+    ARRAY['backoff', 'setseed', 'retry', 'last_retry', 'stats', 'stats_info', 'stats_reset'],
+    'schema occ has exactly the documented functions and procedures');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace), 8,
+          'schema occ has 8 routines (occ.retry has two forms)');
+SELECT views_are('occ', ARRAY['stats', 'stats_info'], 'schema occ has exactly the views stats and stats_info');
+SELECT tables_are('occ', ARRAY[]::name[], 'schema occ has no tables');
+SELECT is((SELECT count(*)::int FROM pg_class
+            WHERE relnamespace = 'occ'::regnamespace AND relkind NOT IN ('v')), 0,
+          'schema occ has no relations other than views');
+SELECT is(
+    (SELECT count(*)::int
+       FROM (SELECT 'pg_proc'::regclass AS classid, oid FROM pg_proc WHERE pronamespace = 'occ'::regnamespace
+             UNION ALL
+             SELECT 'pg_class'::regclass, oid FROM pg_class WHERE relnamespace = 'occ'::regnamespace
+               AND relkind = 'v') o
+      WHERE NOT EXISTS (SELECT 1 FROM pg_depend d
+                         WHERE d.classid = o.classid AND d.objid = o.oid AND d.deptype = 'e'
+                           AND d.refclassid = 'pg_extension'::regclass
+                           AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_occ'))),
+    0, 'every routine and view in occ belongs to extension pg_occ');
+
+------------------------------------------------------------------------
+-- occ.backoff(attempt, base, cap, jitter, factor, prev, draw) -> interval
+------------------------------------------------------------------------
+SELECT has_function('occ', 'backoff',
+    ARRAY['integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'double precision'],
+    'occ.backoff(integer, interval, interval, text, double precision, interval, double precision) exists');
+SELECT is_normal_function('occ', 'backoff',
+    ARRAY['integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'double precision'],
+    'occ.backoff is a function');
+SELECT function_returns('occ', 'backoff',
+    ARRAY['integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'double precision'],
+    'interval', 'occ.backoff returns interval');
+SELECT volatility_is('occ', 'backoff',
+    ARRAY['integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'double precision'],
+    'volatile', 'occ.backoff is volatile');
+SELECT isnt_strict('occ', 'backoff',
+    ARRAY['integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'double precision'],
+    'occ.backoff is called on null input (prev and draw default to NULL)');
+SELECT function_lang_is('occ', 'backoff',
+    ARRAY['integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'double precision'],
+    'c', 'occ.backoff is written in C');
+SELECT is((SELECT proparallel FROM pg_proc
+            WHERE oid = 'occ.backoff(integer, interval, interval, text, double precision, interval, double precision)'::regprocedure),
+          'r', 'occ.backoff is parallel restricted');
+SELECT is((SELECT proargnames FROM pg_proc
+            WHERE oid = 'occ.backoff(integer, interval, interval, text, double precision, interval, double precision)'::regprocedure),
+          ARRAY['attempt', 'base', 'cap', 'jitter', 'factor', 'prev', 'draw'],
+          'occ.backoff argument names are attempt, base, cap, jitter, factor, prev, draw');
+SELECT is((SELECT pronargdefaults::int FROM pg_proc
+            WHERE oid = 'occ.backoff(integer, interval, interval, text, double precision, interval, double precision)'::regprocedure),
+          6, 'occ.backoff: every argument but attempt has a default');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace AND proname = 'backoff'), 1,
+          'occ.backoff has no overloads');
+
+------------------------------------------------------------------------
+-- occ.setseed(seed double precision) -> void
+------------------------------------------------------------------------
+SELECT has_function('occ', 'setseed', ARRAY['double precision'], 'occ.setseed(double precision) exists');
+SELECT is_normal_function('occ', 'setseed', ARRAY['double precision'], 'occ.setseed is a function');
+SELECT function_returns('occ', 'setseed', ARRAY['double precision'], 'void', 'occ.setseed returns void');
+SELECT volatility_is('occ', 'setseed', ARRAY['double precision'], 'volatile', 'occ.setseed is volatile');
+SELECT is_strict('occ', 'setseed', ARRAY['double precision'], 'occ.setseed is strict');
+SELECT function_lang_is('occ', 'setseed', ARRAY['double precision'], 'c', 'occ.setseed is written in C');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.setseed(double precision)'::regprocedure),
+          'u', 'occ.setseed is parallel unsafe');
+SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.setseed(double precision)'::regprocedure),
+          ARRAY['seed'], 'occ.setseed argument is named seed');
+
+------------------------------------------------------------------------
+-- occ.retry, form 1: CALL occ.retry(sql [, params, max_attempts, ...])
+------------------------------------------------------------------------
+SELECT has_function('occ', 'retry',
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[]) exists');
+SELECT is_procedure('occ', 'retry',
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    'occ.retry (form 1) is a procedure');
+SELECT isnt_strict('occ', 'retry',
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    'occ.retry (form 1) is not strict (params defaults to NULL)');
+SELECT function_lang_is('occ', 'retry',
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    'c', 'occ.retry (form 1) is written in C');
+SELECT is((SELECT proargnames FROM pg_proc
+            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[])'::regprocedure),
+          ARRAY['sql', 'params', 'max_attempts', 'base', 'cap', 'jitter', 'factor', 'max_duration', 'isolation', 'retry_on'],
+          'occ.retry (form 1) argument names');
+SELECT is((SELECT proargmodes FROM pg_proc
+            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[])'::regprocedure),
+          NULL, 'occ.retry (form 1) has only IN arguments');
+SELECT is((SELECT pronargdefaults::int FROM pg_proc
+            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[])'::regprocedure),
+          9, 'occ.retry (form 1): every argument but sql has a default');
+
+------------------------------------------------------------------------
+-- occ.retry, form 2: CALL occ.retry(sql, attempts => a, slept => s, ...)
+------------------------------------------------------------------------
+SELECT has_function('occ', 'retry',
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[]) exists');
+SELECT is_procedure('occ', 'retry',
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    'occ.retry (form 2) is a procedure');
+SELECT isnt_strict('occ', 'retry',
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    'occ.retry (form 2) is not strict');
+SELECT function_lang_is('occ', 'retry',
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    'c', 'occ.retry (form 2) is written in C');
+SELECT is((SELECT proargnames FROM pg_proc
+            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[])'::regprocedure),
+          ARRAY['sql', 'attempts', 'slept', 'params', 'max_attempts', 'base', 'cap', 'jitter', 'factor', 'max_duration', 'isolation', 'retry_on'],
+          'occ.retry (form 2) argument names');
+SELECT is((SELECT proargmodes::text FROM pg_proc
+            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[])'::regprocedure),
+          '{i,b,b,i,i,i,i,i,i,i,i,i}', 'occ.retry (form 2): attempts and slept are INOUT, the rest IN');
+SELECT is((SELECT pronargdefaults::int FROM pg_proc
+            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[])'::regprocedure),
+          9, 'occ.retry (form 2): sql, attempts and slept are required, the rest have defaults');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace AND proname = 'retry' AND prokind = 'p'), 2,
+          'occ.retry has exactly two forms, both procedures');
+
+------------------------------------------------------------------------
+-- occ.last_retry() -> (attempts, slept, last_sqlstate, outcome, total_time)
+------------------------------------------------------------------------
+SELECT has_function('occ', 'last_retry', ARRAY[]::name[], 'occ.last_retry() exists');
+SELECT is_normal_function('occ', 'last_retry', ARRAY[]::name[], 'occ.last_retry is a function');
+SELECT function_returns('occ', 'last_retry', ARRAY[]::name[], 'record', 'occ.last_retry returns record');
+SELECT volatility_is('occ', 'last_retry', ARRAY[]::name[], 'volatile', 'occ.last_retry is volatile');
+SELECT is_strict('occ', 'last_retry', ARRAY[]::name[], 'occ.last_retry is strict');
+SELECT function_lang_is('occ', 'last_retry', ARRAY[]::name[], 'c', 'occ.last_retry is written in C');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.last_retry()'::regprocedure),
+          'r', 'occ.last_retry is parallel restricted');
+SELECT is((SELECT proretset FROM pg_proc WHERE oid = 'occ.last_retry()'::regprocedure),
+          false, 'occ.last_retry returns one row, not a set');
+SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.last_retry()'::regprocedure),
+          ARRAY['attempts', 'slept', 'last_sqlstate', 'outcome', 'total_time'],
+          'occ.last_retry output names');
+SELECT is((SELECT proallargtypes::regtype[]::text[] FROM pg_proc WHERE oid = 'occ.last_retry()'::regprocedure),
+          ARRAY['integer', 'interval', 'text', 'text', 'interval'],
+          'occ.last_retry output types');
+SELECT is((SELECT proargmodes::text FROM pg_proc WHERE oid = 'occ.last_retry()'::regprocedure),
+          '{o,o,o,o,o}', 'occ.last_retry has only OUT arguments');
+
+------------------------------------------------------------------------
+-- occ.stats(showtext boolean) -> setof record
+------------------------------------------------------------------------
+SELECT has_function('occ', 'stats', ARRAY['boolean'], 'occ.stats(boolean) exists');
+SELECT is_normal_function('occ', 'stats', ARRAY['boolean'], 'occ.stats is a function');
+SELECT function_returns('occ', 'stats', ARRAY['boolean'], 'setof record', 'occ.stats returns setof record');
+SELECT volatility_is('occ', 'stats', ARRAY['boolean'], 'volatile', 'occ.stats is volatile');
+SELECT is_strict('occ', 'stats', ARRAY['boolean'], 'occ.stats is strict');
+SELECT function_lang_is('occ', 'stats', ARRAY['boolean'], 'c', 'occ.stats is written in C');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.stats(boolean)'::regprocedure),
+          's', 'occ.stats is parallel safe');
+SELECT is((SELECT proargnames[1] FROM pg_proc WHERE oid = 'occ.stats(boolean)'::regprocedure),
+          'showtext', 'occ.stats input is named showtext');
+
+------------------------------------------------------------------------
+-- occ.stats_info() -> (dealloc, stats_reset)
+------------------------------------------------------------------------
+SELECT has_function('occ', 'stats_info', ARRAY[]::name[], 'occ.stats_info() exists');
+SELECT is_normal_function('occ', 'stats_info', ARRAY[]::name[], 'occ.stats_info is a function');
+SELECT function_returns('occ', 'stats_info', ARRAY[]::name[], 'record', 'occ.stats_info returns record');
+SELECT volatility_is('occ', 'stats_info', ARRAY[]::name[], 'volatile', 'occ.stats_info is volatile');
+SELECT is_strict('occ', 'stats_info', ARRAY[]::name[], 'occ.stats_info is strict');
+SELECT function_lang_is('occ', 'stats_info', ARRAY[]::name[], 'c', 'occ.stats_info is written in C');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.stats_info()'::regprocedure),
+          's', 'occ.stats_info is parallel safe');
+SELECT is((SELECT proretset FROM pg_proc WHERE oid = 'occ.stats_info()'::regprocedure),
+          false, 'occ.stats_info returns one row, not a set');
+
+------------------------------------------------------------------------
+-- occ.stats_reset() -> void
+------------------------------------------------------------------------
+SELECT has_function('occ', 'stats_reset', ARRAY[]::name[], 'occ.stats_reset() exists');
+SELECT is_normal_function('occ', 'stats_reset', ARRAY[]::name[], 'occ.stats_reset is a function');
+SELECT function_returns('occ', 'stats_reset', ARRAY[]::name[], 'void', 'occ.stats_reset returns void');
+SELECT volatility_is('occ', 'stats_reset', ARRAY[]::name[], 'volatile', 'occ.stats_reset is volatile');
+SELECT is_strict('occ', 'stats_reset', ARRAY[]::name[], 'occ.stats_reset is strict');
+SELECT function_lang_is('occ', 'stats_reset', ARRAY[]::name[], 'c', 'occ.stats_reset is written in C');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.stats_reset()'::regprocedure),
+          's', 'occ.stats_reset is parallel safe');
+
+------------------------------------------------------------------------
+-- None of the routines is SECURITY DEFINER
+------------------------------------------------------------------------
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace AND prosecdef), 0,
+          'no routine in occ is SECURITY DEFINER');
+
+------------------------------------------------------------------------
+-- The view occ.stats: every column, in order, with its type
+------------------------------------------------------------------------
+SELECT has_view('occ', 'stats', 'view occ.stats exists');
+SELECT results_eq(
+    $$ SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod)
+         FROM pg_attribute
+        WHERE attrelid = 'occ.stats'::regclass AND attnum > 0 AND NOT attisdropped
+        ORDER BY attnum $$,
+    $$ VALUES ('userid', 'oid'), ('dbid', 'oid'), ('queryid', 'bigint'), ('query', 'text'),
+              ('calls', 'bigint'), ('commits', 'bigint'), ('gave_up', 'bigint'), ('errors', 'bigint'),
+              ('attempts', 'bigint'), ('serialization_failures', 'bigint'), ('deadlocks', 'bigint'),
+              ('other_failures', 'bigint'), ('total_sleep_time', 'double precision'),
+              ('max_sleep_time', 'double precision'), ('mean_sleep_time', 'double precision'),
+              ('total_time', 'double precision'), ('mean_time', 'double precision'),
+              ('mean_attempts', 'double precision'), ('max_attempts', 'bigint'),
+              ('attempts_histogram', 'bigint[]') $$,
+    'occ.stats has exactly these 20 columns, in this order');
+SELECT has_column('occ', 'stats', 'userid',                 'occ.stats has column userid');
+SELECT col_type_is('occ', 'stats', 'userid',                 'oid',              'occ.stats.userid is oid');
+SELECT has_column('occ', 'stats', 'dbid',                   'occ.stats has column dbid');
+SELECT col_type_is('occ', 'stats', 'dbid',                   'oid',              'occ.stats.dbid is oid');
+SELECT has_column('occ', 'stats', 'queryid',                'occ.stats has column queryid');
+SELECT col_type_is('occ', 'stats', 'queryid',                'bigint',           'occ.stats.queryid is bigint');
+SELECT has_column('occ', 'stats', 'query',                  'occ.stats has column query');
+SELECT col_type_is('occ', 'stats', 'query',                  'text',             'occ.stats.query is text');
+SELECT has_column('occ', 'stats', 'calls',                  'occ.stats has column calls');
+SELECT col_type_is('occ', 'stats', 'calls',                  'bigint',           'occ.stats.calls is bigint');
+SELECT has_column('occ', 'stats', 'commits',                'occ.stats has column commits');
+SELECT col_type_is('occ', 'stats', 'commits',                'bigint',           'occ.stats.commits is bigint');
+SELECT has_column('occ', 'stats', 'gave_up',                'occ.stats has column gave_up');
+SELECT col_type_is('occ', 'stats', 'gave_up',                'bigint',           'occ.stats.gave_up is bigint');
+SELECT has_column('occ', 'stats', 'errors',                 'occ.stats has column errors');
+SELECT col_type_is('occ', 'stats', 'errors',                 'bigint',           'occ.stats.errors is bigint');
+SELECT has_column('occ', 'stats', 'attempts',               'occ.stats has column attempts');
+SELECT col_type_is('occ', 'stats', 'attempts',               'bigint',           'occ.stats.attempts is bigint');
+SELECT has_column('occ', 'stats', 'serialization_failures', 'occ.stats has column serialization_failures');
+SELECT col_type_is('occ', 'stats', 'serialization_failures', 'bigint',           'occ.stats.serialization_failures is bigint');
+SELECT has_column('occ', 'stats', 'deadlocks',              'occ.stats has column deadlocks');
+SELECT col_type_is('occ', 'stats', 'deadlocks',              'bigint',           'occ.stats.deadlocks is bigint');
+SELECT has_column('occ', 'stats', 'other_failures',         'occ.stats has column other_failures');
+SELECT col_type_is('occ', 'stats', 'other_failures',         'bigint',           'occ.stats.other_failures is bigint');
+SELECT has_column('occ', 'stats', 'total_sleep_time',       'occ.stats has column total_sleep_time');
+SELECT col_type_is('occ', 'stats', 'total_sleep_time',       'double precision', 'occ.stats.total_sleep_time is double precision');
+SELECT has_column('occ', 'stats', 'max_sleep_time',         'occ.stats has column max_sleep_time');
+SELECT col_type_is('occ', 'stats', 'max_sleep_time',         'double precision', 'occ.stats.max_sleep_time is double precision');
+SELECT has_column('occ', 'stats', 'mean_sleep_time',        'occ.stats has column mean_sleep_time');
+SELECT col_type_is('occ', 'stats', 'mean_sleep_time',        'double precision', 'occ.stats.mean_sleep_time is double precision');
+SELECT has_column('occ', 'stats', 'total_time',             'occ.stats has column total_time');
+SELECT col_type_is('occ', 'stats', 'total_time',             'double precision', 'occ.stats.total_time is double precision');
+SELECT has_column('occ', 'stats', 'mean_time',              'occ.stats has column mean_time');
+SELECT col_type_is('occ', 'stats', 'mean_time',              'double precision', 'occ.stats.mean_time is double precision');
+SELECT has_column('occ', 'stats', 'mean_attempts',          'occ.stats has column mean_attempts');
+SELECT col_type_is('occ', 'stats', 'mean_attempts',          'double precision', 'occ.stats.mean_attempts is double precision');
+SELECT has_column('occ', 'stats', 'max_attempts',           'occ.stats has column max_attempts');
+SELECT col_type_is('occ', 'stats', 'max_attempts',           'bigint',           'occ.stats.max_attempts is bigint');
+SELECT has_column('occ', 'stats', 'attempts_histogram',     'occ.stats has column attempts_histogram');
+SELECT col_type_is('occ', 'stats', 'attempts_histogram',     'bigint[]',         'occ.stats.attempts_histogram is bigint[]');
+SELECT lives_ok('SELECT * FROM occ.stats', 'occ.stats can be read (pg_occ is preloaded)');
+
+------------------------------------------------------------------------
+-- The view occ.stats_info: dealloc, stats_reset
+------------------------------------------------------------------------
+SELECT has_view('occ', 'stats_info', 'view occ.stats_info exists');
+SELECT columns_are('occ', 'stats_info', ARRAY['dealloc', 'stats_reset'],
+                   'occ.stats_info has exactly the columns dealloc and stats_reset');
+SELECT has_column('occ', 'stats_info', 'dealloc', 'occ.stats_info has column dealloc');
+SELECT col_type_is('occ', 'stats_info', 'dealloc', 'bigint', 'occ.stats_info.dealloc is bigint');
+SELECT has_column('occ', 'stats_info', 'stats_reset', 'occ.stats_info has column stats_reset');
+SELECT col_type_is('occ', 'stats_info', 'stats_reset', 'timestamp with time zone',
+                   'occ.stats_info.stats_reset is timestamp with time zone');
+SELECT is((SELECT count(*)::int FROM occ.stats_info), 1, 'occ.stats_info has exactly one row');
+
+------------------------------------------------------------------------
+-- Every object has a comment
+------------------------------------------------------------------------
+SELECT ok(length(obj_description('occ'::regnamespace, 'pg_namespace')) > 0, 'schema occ has a comment');
+SELECT ok(length(obj_description((SELECT oid FROM pg_extension WHERE extname = 'pg_occ'), 'pg_extension')) > 0,
+          'extension pg_occ has a comment');
+SELECT ok(length(obj_description('occ.backoff(integer, interval, interval, text, double precision, interval, double precision)'::regprocedure, 'pg_proc')) > 0,
+          'occ.backoff has a comment');
+SELECT ok(length(obj_description('occ.setseed(double precision)'::regprocedure, 'pg_proc')) > 0,
+          'occ.setseed has a comment');
+SELECT ok(length(obj_description('occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[])'::regprocedure, 'pg_proc')) > 0,
+          'occ.retry (form 1) has a comment');
+SELECT ok(length(obj_description('occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[])'::regprocedure, 'pg_proc')) > 0,
+          'occ.retry (form 2) has a comment');
+SELECT ok(length(obj_description('occ.last_retry()'::regprocedure, 'pg_proc')) > 0,
+          'occ.last_retry has a comment');
+SELECT ok(length(obj_description('occ.stats(boolean)'::regprocedure, 'pg_proc')) > 0,
+          'occ.stats(boolean) has a comment');
+SELECT ok(length(obj_description('occ.stats_info()'::regprocedure, 'pg_proc')) > 0,
+          'occ.stats_info() has a comment');
+SELECT ok(length(obj_description('occ.stats_reset()'::regprocedure, 'pg_proc')) > 0,
+          'occ.stats_reset has a comment');
+SELECT ok(length(obj_description('occ.stats'::regclass, 'pg_class')) > 0, 'view occ.stats has a comment');
+SELECT ok(length(obj_description('occ.stats_info'::regclass, 'pg_class')) > 0, 'view occ.stats_info has a comment');
+SELECT is(
+    ARRAY(SELECT oid::regprocedure::text FROM pg_proc
+           WHERE pronamespace = 'occ'::regnamespace AND obj_description(oid, 'pg_proc') IS NULL),
+    ARRAY[]::text[], 'no routine in occ lacks a comment');
+SELECT is(
+    ARRAY(SELECT oid::regclass::text FROM pg_class
+           WHERE relnamespace = 'occ'::regnamespace AND obj_description(oid, 'pg_class') IS NULL),
+    ARRAY[]::text[], 'no relation in occ lacks a comment');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,176 @@
+-- pg_occ API surface, part 2: the occ.* configuration parameters.
+-- Runs in one transaction that is rolled back, so it leaves nothing behind.
+-- Needs a server with shared_preload_libraries = pg_occ (occ.stats_max
+-- exists only then); the test runner may set occ.stats_max, so its current
+-- value is not checked, only its built-in default.
+\set ON_ERROR_STOP 1
+\pset format unaligned
+\pset tuples_only true
+\pset pager off
+SET client_min_messages = warning;
+
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS pg_occ;
+
+SELECT plan(45);
+
+------------------------------------------------------------------------
+-- Exactly the documented parameters exist
+------------------------------------------------------------------------
+SELECT set_eq(
+    $$ SELECT name::text FROM pg_settings WHERE name LIKE 'occ.%' $$,
+    ARRAY['occ.base_delay', 'occ.max_delay', 'occ.jitter', 'occ.factor', 'occ.max_attempts',
+          'occ.max_duration', 'occ.isolation', 'occ.retry_sqlstates', 'occ.log_retries',
+          'occ.track_stats', 'occ.stats_max'],
+    'exactly the 11 documented occ.* parameters exist');
+
+------------------------------------------------------------------------
+-- Context of each parameter: stats_max needs a restart, log_retries and
+-- track_stats are for superusers, the rest can be set by anyone
+------------------------------------------------------------------------
+SELECT results_eq(
+    $$ SELECT name::text COLLATE "default", context::text FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
+    $$ VALUES ('occ.base_delay', 'user'), ('occ.factor', 'user'), ('occ.isolation', 'user'),
+              ('occ.jitter', 'user'), ('occ.log_retries', 'superuser'), ('occ.max_attempts', 'user'),
+              ('occ.max_delay', 'user'), ('occ.max_duration', 'user'), ('occ.retry_sqlstates', 'user'),
+              ('occ.stats_max', 'postmaster'), ('occ.track_stats', 'superuser') $$,
+    'context of every occ.* parameter');
+SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.stats_max'), 'postmaster',
+          'occ.stats_max can only be set at server start');
+SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.log_retries'), 'superuser',
+          'occ.log_retries is superuser-only');
+SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.track_stats'), 'superuser',
+          'occ.track_stats is superuser-only');
+
+------------------------------------------------------------------------
+-- Type and unit of each parameter
+------------------------------------------------------------------------
+SELECT results_eq(
+    $$ SELECT name::text COLLATE "default", vartype, unit FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
+    $$ VALUES ('occ.base_delay', 'real', 'ms'), ('occ.factor', 'real', NULL),
+              ('occ.isolation', 'enum', NULL), ('occ.jitter', 'enum', NULL),
+              ('occ.log_retries', 'bool', NULL), ('occ.max_attempts', 'integer', NULL),
+              ('occ.max_delay', 'real', 'ms'), ('occ.max_duration', 'integer', 'ms'),
+              ('occ.retry_sqlstates', 'string', NULL), ('occ.stats_max', 'integer', NULL),
+              ('occ.track_stats', 'bool', NULL) $$,
+    'type and unit of every occ.* parameter');
+
+------------------------------------------------------------------------
+-- Built-in defaults (boot_val) and bounds of each parameter
+------------------------------------------------------------------------
+SELECT results_eq(
+    $$ SELECT name::text COLLATE "default", boot_val, min_val, max_val FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
+    $$ VALUES ('occ.base_delay', '1', '0.001', '3.6e+06'), ('occ.factor', '2', '1', '1000'),
+              ('occ.isolation', 'serializable', NULL, NULL), ('occ.jitter', 'full', NULL, NULL),
+              ('occ.log_retries', 'off', NULL, NULL), ('occ.max_attempts', '30', '1', '2147483647'),
+              ('occ.max_delay', '200', '0.001', '3.6e+06'), ('occ.max_duration', '0', '0', '2147483647'),
+              ('occ.retry_sqlstates', '40001,40P01', NULL, NULL), ('occ.stats_max', '1000', '100', '1073741823'),
+              ('occ.track_stats', 'on', NULL, NULL) $$,
+    'built-in default and bounds of every occ.* parameter');
+
+------------------------------------------------------------------------
+-- Current values are the defaults, as current_setting() spells them
+-- (src/guc.c; the README's table of parameters must agree)
+------------------------------------------------------------------------
+SELECT is(current_setting('occ.base_delay'), '1ms', 'occ.base_delay defaults to 1ms');
+SELECT is(current_setting('occ.max_delay'), '200ms', 'occ.max_delay defaults to 200ms');
+SELECT is(current_setting('occ.jitter'), 'full', 'occ.jitter defaults to full');
+SELECT is(current_setting('occ.factor'), '2', 'occ.factor defaults to 2');
+SELECT is(current_setting('occ.max_attempts'), '30', 'occ.max_attempts defaults to 30');
+SELECT is(current_setting('occ.max_duration'), '0', 'occ.max_duration defaults to 0 (no limit)');
+SELECT is(current_setting('occ.isolation'), 'serializable', 'occ.isolation defaults to serializable');
+SELECT is(current_setting('occ.retry_sqlstates'), '40001,40P01', 'occ.retry_sqlstates defaults to 40001,40P01');
+SELECT is(current_setting('occ.log_retries'), 'off', 'occ.log_retries defaults to off');
+SELECT is(current_setting('occ.track_stats'), 'on', 'occ.track_stats defaults to on');
+SELECT ok(current_setting('occ.stats_max')::int >= 100, 'occ.stats_max is set, at least its minimum 100');
+
+------------------------------------------------------------------------
+-- The enum parameters list their values, in the documented order
+------------------------------------------------------------------------
+SELECT is((SELECT enumvals FROM pg_settings WHERE name = 'occ.jitter'),
+          ARRAY['none', 'full', 'equal', 'decorrelated', 'bounded', 'multiplicative', 'normal'],
+          'occ.jitter accepts the 7 strategies none, full, equal, decorrelated, bounded, multiplicative, normal');
+SELECT is((SELECT enumvals FROM pg_settings WHERE name = 'occ.isolation'),
+          ARRAY['serializable', 'repeatable read', 'read committed'],
+          'occ.isolation accepts serializable, repeatable read, read committed');
+-- occ.backoff takes the same spellings as occ.jitter, and returns a delay
+-- between 0 and cap for each of them
+SELECT is(
+    (SELECT count(*)::int
+       FROM pg_settings, unnest(enumvals) AS s(strategy)
+      WHERE name = 'occ.jitter'
+        AND occ.backoff(2, '1ms', '50ms', s.strategy, 2, NULL, 0.5) BETWEEN '0' AND '50ms'),
+    7, 'occ.backoff accepts every occ.jitter strategy and stays within [0, cap]');
+SELECT throws_ok($$ SELECT occ.backoff(0, jitter => 'bogus') $$, '22023',
+                 'unknown backoff strategy "bogus"',
+                 'occ.backoff refuses an unknown strategy');
+
+------------------------------------------------------------------------
+-- The occ prefix is reserved: an unknown occ.* parameter is refused
+------------------------------------------------------------------------
+SELECT throws_ok('SET occ.nonsense = 1', '42602',
+                 'invalid configuration parameter name "occ.nonsense"',
+                 'SET occ.nonsense is refused (occ is a reserved prefix)');
+SELECT throws_ok($$ SELECT set_config('occ.nonsense', '1', true) $$, '42602',
+                 'invalid configuration parameter name "occ.nonsense"',
+                 'set_config(''occ.nonsense'', ...) is refused');
+SELECT throws_ok($$ SELECT current_setting('occ.nonsense') $$, '42704',
+                 'unrecognized configuration parameter "occ.nonsense"',
+                 'current_setting(''occ.nonsense'') is an unknown parameter');
+SELECT is(current_setting('occ.nonsense', true), NULL,
+          'current_setting(''occ.nonsense'', missing_ok) is NULL: no placeholder was left behind');
+-- control: another prefix still takes placeholders, so the refusal is occ's doing
+SELECT lives_ok('SET LOCAL occ_tap_other.anything = 1', 'a placeholder outside the occ prefix can still be set');
+
+------------------------------------------------------------------------
+-- Invalid values are refused
+------------------------------------------------------------------------
+SELECT throws_ok($$ SET LOCAL occ.jitter = 'bogus' $$, '22023',
+                 'invalid value for parameter "occ.jitter": "bogus"',
+                 'occ.jitter refuses an unknown strategy');
+SELECT throws_ok($$ SET LOCAL occ.isolation = 'snapshot' $$, '22023',
+                 'invalid value for parameter "occ.isolation": "snapshot"',
+                 'occ.isolation refuses an unknown level');
+SELECT throws_ok($$ SET LOCAL occ.retry_sqlstates = '57014' $$, '22023',
+                 'invalid value for parameter "occ.retry_sqlstates": "57014"',
+                 'occ.retry_sqlstates refuses query_canceled');
+SELECT throws_ok($$ SET LOCAL occ.retry_sqlstates = '4000' $$, '22023',
+                 'invalid value for parameter "occ.retry_sqlstates": "4000"',
+                 'occ.retry_sqlstates refuses a malformed SQLSTATE');
+SELECT throws_ok($$ SET LOCAL occ.factor = 0.5 $$, '22023', NULL,
+                 'occ.factor refuses a value below 1');
+SELECT throws_ok($$ SET LOCAL occ.base_delay = 0 $$, '22023', NULL,
+                 'occ.base_delay refuses 0');
+SELECT throws_ok($$ SET LOCAL occ.max_attempts = 0 $$, '22023', NULL,
+                 'occ.max_attempts refuses 0');
+SELECT throws_ok($$ SET LOCAL occ.stats_max = 200 $$, '55P02',
+                 'parameter "occ.stats_max" cannot be changed without restarting the server',
+                 'occ.stats_max cannot be changed in a session');
+
+------------------------------------------------------------------------
+-- Valid values are accepted, with units
+------------------------------------------------------------------------
+SELECT lives_ok($$ SET LOCAL occ.retry_sqlstates = '40001, 40P01, 55' $$,
+                'occ.retry_sqlstates takes a list of codes and classes');
+SELECT lives_ok($$ SET LOCAL occ.isolation = 'repeatable read' $$, 'occ.isolation takes repeatable read');
+SELECT lives_ok($$ SET LOCAL occ.base_delay = '250us' $$, 'occ.base_delay takes microseconds');
+SELECT is(current_setting('occ.base_delay'), '250us', 'occ.base_delay shows 250us');
+SELECT lives_ok($$ SET LOCAL occ.max_duration = '1min' $$, 'occ.max_duration takes a unit');
+SELECT is(current_setting('occ.max_duration'), '1min', 'occ.max_duration shows 1min');
+
+------------------------------------------------------------------------
+-- occ.backoff's defaults follow the parameters
+------------------------------------------------------------------------
+SET LOCAL occ.jitter = 'none';
+SET LOCAL occ.base_delay = '2ms';
+SET LOCAL occ.factor = 3;
+SET LOCAL occ.max_delay = '50ms';
+SELECT is(occ.backoff(0), '2ms'::interval, 'occ.backoff(0) uses occ.base_delay and occ.jitter');
+SELECT is(occ.backoff(2), '18ms'::interval, 'occ.backoff(2) uses occ.factor: 2ms * 3^2');
+SELECT is(occ.backoff(20), '50ms'::interval, 'occ.backoff(20) is capped by occ.max_delay');
+SET LOCAL occ.max_delay = '1s';
+SELECT is(occ.backoff(20), '1s'::interval, 'occ.backoff reads occ.max_delay at each call');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,137 @@
+-- pg_occ API surface, part 3: privileges.  PUBLIC may use the schema, read
+-- the views and run everything except occ.stats_reset; an ordinary role
+-- created here (and rolled back with the rest) checks that in practice.
+\set ON_ERROR_STOP 1
+\pset format unaligned
+\pset tuples_only true
+\pset pager off
+SET client_min_messages = warning;
+
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS pg_occ;
+
+SELECT plan(1);
+
+CREATE ROLE occ_tap_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
+
+------------------------------------------------------------------------
+-- Schema occ: USAGE for PUBLIC, CREATE for nobody but its owner
+------------------------------------------------------------------------
+SELECT schema_privs_are('occ', 'public', ARRAY['USAGE'], 'PUBLIC has USAGE, not CREATE, on schema occ');
+SELECT schema_privs_are('occ', 'occ_tap_user', ARRAY['USAGE'], 'an ordinary role has USAGE, not CREATE, on schema occ');
+
+------------------------------------------------------------------------
+-- Views: SELECT only, for PUBLIC
+------------------------------------------------------------------------
+SELECT table_privs_are('occ', 'stats', 'public', ARRAY['SELECT'], 'PUBLIC may only SELECT from occ.stats');
+SELECT table_privs_are('occ', 'stats_info', 'public', ARRAY['SELECT'], 'PUBLIC may only SELECT from occ.stats_info');
+SELECT table_privs_are('occ', 'stats', 'occ_tap_user', ARRAY['SELECT'], 'an ordinary role may only SELECT from occ.stats');
+SELECT table_privs_are('occ', 'stats_info', 'occ_tap_user', ARRAY['SELECT'], 'an ordinary role may only SELECT from occ.stats_info');
+
+------------------------------------------------------------------------
+-- Routines: EXECUTE for PUBLIC on all but occ.stats_reset
+------------------------------------------------------------------------
+SELECT function_privs_are('occ', 'backoff',
+    ARRAY['integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'double precision'],
+    'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.backoff');
+SELECT function_privs_are('occ', 'setseed', ARRAY['double precision'],
+    'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.setseed');
+SELECT function_privs_are('occ', 'retry',
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.retry (form 1)');
+SELECT function_privs_are('occ', 'retry',
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.retry (form 2)');
+SELECT function_privs_are('occ', 'last_retry', ARRAY[]::name[],
+    'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.last_retry');
+SELECT function_privs_are('occ', 'stats', ARRAY['boolean'],
+    'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.stats(boolean)');
+SELECT function_privs_are('occ', 'stats_info', ARRAY[]::name[],
+    'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.stats_info()');
+SELECT function_privs_are('occ', 'stats_reset', ARRAY[]::name[],
+    'public', ARRAY[]::name[], 'PUBLIC may not execute occ.stats_reset');
+SELECT function_privs_are('occ', 'stats_reset', ARRAY[]::name[],
+    'occ_tap_user', ARRAY[]::name[], 'an ordinary role may not execute occ.stats_reset');
+SELECT ok(has_function_privilege('occ_tap_user',
+              'occ.backoff(integer, interval, interval, text, double precision, interval, double precision)', 'EXECUTE'),
+          'an ordinary role may execute occ.backoff');
+SELECT ok(has_function_privilege('occ_tap_user',
+              'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[])', 'EXECUTE'),
+          'an ordinary role may execute occ.retry (form 1)');
+SELECT ok(has_function_privilege('occ_tap_user',
+              'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[])', 'EXECUTE'),
+          'an ordinary role may execute occ.retry (form 2)');
+-- the ACL of occ.stats_reset names no grantee but its owner
+SELECT is(
+    ARRAY(SELECT a.grantee::regrole::text
+            FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+           WHERE p.oid = 'occ.stats_reset()'::regprocedure AND a.privilege_type = 'EXECUTE'
+             AND a.grantee <> p.proowner),
+    ARRAY[]::text[], 'EXECUTE on occ.stats_reset is granted to nobody but its owner');
+-- and every other routine keeps PUBLIC's EXECUTE
+SELECT is(
+    ARRAY(SELECT p.oid::regprocedure::text
+            FROM pg_proc p
+           WHERE p.pronamespace = 'occ'::regnamespace
+             AND NOT EXISTS (SELECT 1 FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+                              WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
+           ORDER BY 1),
+    ARRAY['occ.stats_reset()'], 'occ.stats_reset is the only routine in occ that PUBLIC may not execute');
+
+------------------------------------------------------------------------
+-- As an ordinary role
+------------------------------------------------------------------------
+SET LOCAL ROLE occ_tap_user;
+SELECT is(current_user::text, 'occ_tap_user', 'now running as the ordinary role');
+SELECT is(occ.backoff(0, jitter => 'none'), '1ms'::interval, 'an ordinary role can call occ.backoff');
+SELECT lives_ok('SELECT occ.setseed(0.5)', 'an ordinary role can call occ.setseed');
+-- CALL checks EXECUTE before it runs the procedure, so 2D000 (occ.retry
+-- refuses the atomic context of pgTAP's EXECUTE) instead of 42501 means the
+-- role passed the privilege check; see the control case at the end
+SELECT throws_ok($$ CALL occ.retry('SELECT 1') $$, '2D000',
+                 'occ.retry cannot run in an atomic context',
+                 'an ordinary role can call occ.retry (form 1): it gets past the privilege check');
+SELECT throws_ok($$ CALL occ.retry('SELECT 1', attempts => NULL, slept => NULL) $$, '2D000',
+                 'occ.retry cannot run in an atomic context',
+                 'an ordinary role can call occ.retry (form 2): it gets past the privilege check');
+SELECT lives_ok('SELECT * FROM occ.last_retry()', 'an ordinary role can call occ.last_retry');
+SELECT lives_ok('SELECT * FROM occ.stats', 'an ordinary role can read occ.stats');
+SELECT lives_ok('SELECT * FROM occ.stats_info', 'an ordinary role can read occ.stats_info');
+SELECT throws_ok('SELECT occ.stats_reset()', '42501',
+                 'permission denied for function stats_reset',
+                 'an ordinary role cannot call occ.stats_reset');
+SELECT throws_ok('CREATE FUNCTION occ.tap_intruder() RETURNS int LANGUAGE sql AS $f$ SELECT 1 $f$', '42501',
+                 'permission denied for schema occ',
+                 'an ordinary role cannot create objects in schema occ');
+-- the user-context parameters are the ordinary role's to set, the superuser ones are not
+SELECT lives_ok($$ SET LOCAL occ.jitter = 'equal' $$, 'an ordinary role can set occ.jitter');
+SELECT lives_ok($$ SET LOCAL occ.max_attempts = 3 $$, 'an ordinary role can set occ.max_attempts');
+SELECT throws_ok('SET LOCAL occ.log_retries = on', '42501',
+                 'permission denied to set parameter "occ.log_retries"',
+                 'an ordinary role cannot set occ.log_retries');
+SELECT throws_ok('SET LOCAL occ.track_stats = off', '42501',
+                 'permission denied to set parameter "occ.track_stats"',
+                 'an ordinary role cannot set occ.track_stats');
+RESET ROLE;
+SELECT isnt(current_user::text, 'occ_tap_user', 'back to the original role');
+
+------------------------------------------------------------------------
+-- Control: without EXECUTE, the same CALLs fail with 42501 (the REVOKE is
+-- rolled back with the rest)
+------------------------------------------------------------------------
+REVOKE EXECUTE ON PROCEDURE
+    occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[]),
+    occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[])
+    FROM PUBLIC;
+SET LOCAL ROLE occ_tap_user;
+SELECT throws_ok($$ CALL occ.retry('SELECT 1') $$, '42501',
+                 'permission denied for procedure retry',
+                 'control: without EXECUTE, CALL occ.retry (form 1) fails with 42501');
+SELECT throws_ok($$ CALL occ.retry('SELECT 1', attempts => NULL, slept => NULL) $$, '42501',
+                 'permission denied for procedure retry',
+                 'control: without EXECUTE, CALL occ.retry (form 2) fails with 42501');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;
