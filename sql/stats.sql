@@ -51,6 +51,15 @@ CALL occ.retry('UPDATE stats_counter SET v = v + 1');
 RESET occ.track_stats;
 SELECT calls FROM occ.stats WHERE query = 'UPDATE stats_counter SET v = v + 1';
 
+-- occ.log_retries logs each retry (attempt, SQLSTATE, delay) and each give-up
+SET client_min_messages = log;
+SET occ.log_retries = on;
+SELECT setval('stats_seq', 1, false);
+CALL occ.retry('SELECT stats_fail_until(100, $$40P01$$)', max_attempts => 3, base => '2ms', jitter => 'none');
+RESET occ.log_retries;
+CALL occ.retry('SELECT stats_fail_until(100, $$40P01$$)', max_attempts => 2, base => '2ms', jitter => 'none');
+RESET client_min_messages;
+
 -- other roles' text and queryid are hidden without pg_read_all_stats
 CREATE ROLE occ_stats_alice;
 CREATE ROLE occ_stats_bob;
