@@ -1,0 +1,97 @@
+-- pg_occ API surface, part 4: a hostile search_path.  A schema whose
+-- current_setting and string_to_array shadow pg_catalog's, first in the
+-- path, must not change what occ.backoff and occ.retry's defaults compute.
+\set ON_ERROR_STOP 1
+\pset format unaligned
+\pset tuples_only true
+\pset pager off
+SET client_min_messages = warning;
+
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS pg_occ;
+
+SELECT plan(13);
+
+------------------------------------------------------------------------
+-- The defaults of every routine call pg_catalog functions only
+-- (the argument defaults are stored with the functions' OIDs)
+------------------------------------------------------------------------
+SELECT cmp_ok(
+    (SELECT count(*)::int
+       FROM pg_proc p, regexp_matches(p.proargdefaults::text, ':funcid (\d+)', 'g') AS m
+      WHERE p.pronamespace = 'occ'::regnamespace),
+    '>=', 20, 'the defaults of occ.backoff and occ.retry call functions (at least 20 calls)');
+SELECT is(
+    ARRAY(SELECT DISTINCT f.oid::regprocedure::text
+            FROM pg_proc p, regexp_matches(p.proargdefaults::text, ':funcid (\d+)', 'g') AS m
+            JOIN pg_proc f ON f.oid = m[1]::oid
+           WHERE p.pronamespace = 'occ'::regnamespace
+             AND f.pronamespace <> 'pg_catalog'::regnamespace),
+    ARRAY[]::text[], 'every function called by a default of an occ routine is in pg_catalog');
+SELECT is(
+    ARRAY(SELECT DISTINCT f.oid::regprocedure::text
+            FROM pg_proc p, regexp_matches(p.proargdefaults::text, ':funcid (\d+)', 'g') AS m
+            JOIN pg_proc f ON f.oid = m[1]::oid
+           WHERE p.pronamespace = 'occ'::regnamespace
+           ORDER BY 1),
+    ARRAY['current_setting(text)', 'string_to_array(text,text)'],
+    'the defaults call exactly pg_catalog.current_setting and pg_catalog.string_to_array');
+
+------------------------------------------------------------------------
+-- The hostile schema: current_setting lies about occ.* parameters,
+-- string_to_array returns a list that would retry everything
+------------------------------------------------------------------------
+CREATE SCHEMA evil;
+CREATE FUNCTION evil.current_setting(text) RETURNS text
+    LANGUAGE sql AS $$
+        SELECT CASE WHEN $1 LIKE 'occ.%' THEN '1000' ELSE pg_catalog.current_setting($1) END
+    $$;
+CREATE FUNCTION evil.current_setting(text, boolean) RETURNS text
+    LANGUAGE sql AS $$
+        SELECT CASE WHEN $1 LIKE 'occ.%' THEN '1000' ELSE pg_catalog.current_setting($1, $2) END
+    $$;
+CREATE FUNCTION evil.string_to_array(text, text) RETURNS text[]
+    LANGUAGE sql AS $$ SELECT ARRAY['00', '01', '02', '22', '23', '42', '57014'] $$;
+CREATE FUNCTION evil.string_to_array(text, text, text) RETURNS text[]
+    LANGUAGE sql AS $$ SELECT ARRAY['00', '01', '02', '22', '23', '42', '57014'] $$;
+GRANT USAGE ON SCHEMA evil TO PUBLIC;
+
+SET LOCAL search_path = evil, pg_catalog, public;
+
+-- check that the trap is armed: unqualified calls now reach evil
+SELECT is(current_setting('occ.base_delay'), '1000',
+          'control: under the hostile path, current_setting reaches evil.current_setting');
+SELECT is(string_to_array('40001,40P01', ','), ARRAY['00', '01', '02', '22', '23', '42', '57014'],
+          'control: under the hostile path, string_to_array reaches evil.string_to_array');
+SELECT is(current_setting('search_path'), 'evil, pg_catalog, public',
+          'search_path is evil, pg_catalog, public');
+
+------------------------------------------------------------------------
+-- occ.backoff under the hostile path
+------------------------------------------------------------------------
+-- with evil's '1000' for occ.base_delay, occ.max_delay and occ.factor the
+-- first delay would be 1000 s (16 min 40 s); pg_catalog's gives 1ms
+SELECT is(occ.backoff(0, jitter => 'none'), '1ms'::interval,
+          'occ.backoff(0, jitter => none) is still 1ms under the hostile path');
+SELECT is(occ.backoff(3, jitter => 'none'), '8ms'::interval,
+          'occ.backoff(3, jitter => none) is still 8ms (1ms * 2^3) under the hostile path');
+SELECT is(occ.backoff(30, jitter => 'none'), pg_catalog.current_setting('occ.max_delay')::interval,
+          'occ.backoff(30, jitter => none) is still capped by the real occ.max_delay under the hostile path');
+-- the default strategy is still the real occ.jitter (full), not evil's '1000',
+-- which occ.backoff would refuse as an unknown strategy
+SELECT lives_ok($$ SELECT occ.backoff(0) $$,
+                'occ.backoff(0) with every default still works under the hostile path');
+SELECT ok(occ.backoff(0, draw => 0.5) <= '1ms'::interval,
+          'occ.backoff(0) with the default (full) jitter stays within the real base delay');
+
+------------------------------------------------------------------------
+-- The views under the hostile path
+------------------------------------------------------------------------
+SELECT lives_ok('SELECT * FROM occ.stats', 'occ.stats can be read under the hostile path');
+SELECT is((SELECT count(*)::int FROM occ.stats_info), 1, 'occ.stats_info still has one row under the hostile path');
+
+RESET search_path;
+
+SELECT * FROM finish();
+ROLLBACK;
