@@ -372,15 +372,30 @@ occ_run_attempt(const OccRetrySpec *spec, MemoryContext callcxt)
 	return edata;
 }
 
+/* occ_account: the call is over; time it and record it */
+static void
+occ_account(const OccRetrySpec *spec, OccCallResult *result, instr_time start)
+{
+	result->total_ms = occ_elapsed_usec(start) / 1000.0;
+	occ_stats_record(spec->sql, result);
+}
+
 /*
- * occ_give_up: re-raise the last failure with its own SQLSTATE and message,
- * adding to its detail why occ.retry stopped.
+ * occ_give_up: re-raise the last failure with its own SQLSTATE, message and
+ * hint, adding to its detail why occ.retry stopped (and logging it when
+ * occ.log_retries is on).
  */
 static void
+pg_attribute_noreturn()
 occ_give_up(ErrorData *edata, const char *why)
 {
+	if (occ_log_retries)
+		ereport(LOG,
+				(errmsg("occ.retry %s, last SQLSTATE %s",
+						why, unpack_sql_state(edata->sqlerrcode))));
 	edata->detail = edata->detail ?
-		psprintf("%s\n%s", edata->detail, why) : pstrdup(why);
+		psprintf("%s\nocc.retry %s.", edata->detail, why) :
+		psprintf("occ.retry %s.", why);
 	ReThrowError(edata);
 }
 
@@ -427,6 +442,7 @@ occ_retry(PG_FUNCTION_ARGS)
 	{
 		ErrorData  *edata;
 		double		delay;
+		char	   *why;
 		instr_time	slept_from;
 
 		result.attempts++;
@@ -447,38 +463,25 @@ occ_retry(PG_FUNCTION_ARGS)
 
 		if (!occ_is_retryable(&spec, edata->sqlerrcode))
 		{
-			result.total_ms = occ_elapsed_usec(start) / 1000.0;
-			occ_stats_record(spec.sql, &result);
+			occ_account(&spec, &result, start);
 			ReThrowError(edata);
-		}
-
-		if (result.attempts >= spec.max_attempts)
-		{
-			result.gave_up = true;
-			result.total_ms = occ_elapsed_usec(start) / 1000.0;
-			occ_stats_record(spec.sql, &result);
-			if (occ_log_retries)
-				ereport(LOG,
-						(errmsg("occ.retry gave up after %d attempts, last SQLSTATE %s",
-								result.attempts, unpack_sql_state(edata->sqlerrcode))));
-			occ_give_up(edata, psprintf("occ.retry gave up after %d attempts.", result.attempts));
 		}
 
 		delay = occ_backoff_delay(&spec.backoff, result.attempts - 1, prev,
 								  occ_random_draw());
 		prev = Max(delay, spec.backoff.base);
-		if (spec.max_duration > 0 &&
-			occ_elapsed_usec(start) + delay > spec.max_duration)
+		why = NULL;
+		if (result.attempts >= spec.max_attempts)
+			why = psprintf("gave up after %d attempts", result.attempts);
+		else if (spec.max_duration > 0 &&
+				 occ_elapsed_usec(start) + delay > spec.max_duration)
+			why = psprintf("gave up after %d attempts: the next delay of %.3f ms would exceed max_duration",
+						   result.attempts, delay / 1000.0);
+		if (why != NULL)
 		{
 			result.gave_up = true;
-			result.total_ms = occ_elapsed_usec(start) / 1000.0;
-			occ_stats_record(spec.sql, &result);
-			if (occ_log_retries)
-				ereport(LOG,
-						(errmsg("occ.retry gave up after %d attempts, last SQLSTATE %s: max_duration reached",
-								result.attempts, unpack_sql_state(edata->sqlerrcode))));
-			occ_give_up(edata, psprintf("occ.retry gave up after %d attempts: the next delay of %.3f ms would exceed max_duration.",
-										result.attempts, delay / 1000.0));
+			occ_account(&spec, &result, start);
+			occ_give_up(edata, why);
 		}
 
 		if (occ_log_retries)
@@ -498,8 +501,7 @@ occ_retry(PG_FUNCTION_ARGS)
 		{
 			MemoryContextSwitchTo(callcxt);
 			result.last_sqlerrcode = CopyErrorData()->sqlerrcode;
-			result.total_ms = occ_elapsed_usec(start) / 1000.0;
-			occ_stats_record(spec.sql, &result);
+			occ_account(&spec, &result, start);
 			PG_RE_THROW();
 		}
 		PG_END_TRY();
@@ -508,8 +510,7 @@ occ_retry(PG_FUNCTION_ARGS)
 		result.max_sleep_ms = Max(result.max_sleep_ms, delay);
 	}
 
-	result.total_ms = occ_elapsed_usec(start) / 1000.0;
-	occ_stats_record(spec.sql, &result);
+	occ_account(&spec, &result, start);
 	SPI_finish();
 
 	if (!report)
