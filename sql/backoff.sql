@@ -66,9 +66,11 @@ SET occ.factor = 3;
 SELECT occ.backoff(1);
 RESET ALL;
 
--- NULL in, NULL out; prev and draw may be NULL
-SELECT occ.backoff(NULL) IS NULL AS null_attempt, occ.backoff(0, NULL) IS NULL AS null_base,
-       occ.backoff(0, '1ms', '1s', 'none', 2, NULL, NULL) AS null_prev_and_draw;
+-- a NULL attempt gives NULL; a NULL option means its setting, as when omitted
+SET occ.base_delay = '3ms';
+SELECT occ.backoff(NULL) IS NULL AS null_attempt,
+       occ.backoff(1, NULL, NULL, 'none', NULL, NULL, NULL) AS all_settings;
+RESET occ.base_delay;
 
 -- errors: SQLSTATE 22023 (or another class 22 code), a lowercase message
 -- and a hint; psql prints the SQLSTATE after each

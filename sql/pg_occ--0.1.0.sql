@@ -2,17 +2,19 @@
 
 \echo Use "CREATE EXTENSION pg_occ" to load this file. \quit
 
--- Every object is schema-qualified, and defaults name pg_catalog, so a
--- hostile search_path cannot redirect anything here.
+-- Every object is schema-qualified, so a hostile search_path cannot redirect
+-- anything here.  Options default to NULL, which means "the value of the
+-- occ.* setting": the C code reads the settings, which costs far less per
+-- call than default expressions would.
 
 COMMENT ON SCHEMA occ IS 'pg_occ: retry optimistic transactions with jittered exponential backoff';
 
 CREATE FUNCTION occ.backoff(
     attempt integer,
-    base    interval         DEFAULT pg_catalog.current_setting('occ.base_delay')::pg_catalog.interval,
-    cap     interval         DEFAULT pg_catalog.current_setting('occ.max_delay')::pg_catalog.interval,
-    jitter  text             DEFAULT pg_catalog.current_setting('occ.jitter'),
-    factor  double precision DEFAULT pg_catalog.current_setting('occ.factor')::pg_catalog.float8,
+    base    interval         DEFAULT NULL,
+    cap     interval         DEFAULT NULL,
+    jitter  text             DEFAULT NULL,
+    factor  double precision DEFAULT NULL,
     prev    interval         DEFAULT NULL,
     draw    double precision DEFAULT NULL)
 RETURNS interval
@@ -37,14 +39,14 @@ COMMENT ON FUNCTION occ.setseed(double precision) IS
 CREATE PROCEDURE occ.retry(
     sql          text,
     params       record           DEFAULT NULL,
-    max_attempts integer          DEFAULT pg_catalog.current_setting('occ.max_attempts')::pg_catalog.int4,
-    base         interval         DEFAULT pg_catalog.current_setting('occ.base_delay')::pg_catalog.interval,
-    cap          interval         DEFAULT pg_catalog.current_setting('occ.max_delay')::pg_catalog.interval,
-    jitter       text             DEFAULT pg_catalog.current_setting('occ.jitter'),
-    factor       double precision DEFAULT pg_catalog.current_setting('occ.factor')::pg_catalog.float8,
-    max_duration interval         DEFAULT pg_catalog.current_setting('occ.max_duration')::pg_catalog.interval,
-    isolation    text             DEFAULT pg_catalog.current_setting('occ.isolation'),
-    retry_on     text[]           DEFAULT pg_catalog.string_to_array(pg_catalog.current_setting('occ.retry_sqlstates'), ','))
+    max_attempts integer          DEFAULT NULL,
+    base         interval         DEFAULT NULL,
+    cap          interval         DEFAULT NULL,
+    jitter       text             DEFAULT NULL,
+    factor       double precision DEFAULT NULL,
+    max_duration interval         DEFAULT NULL,
+    isolation    text             DEFAULT NULL,
+    retry_on     text[]           DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'occ_retry'
 LANGUAGE C;
 
@@ -56,14 +58,14 @@ CREATE PROCEDURE occ.retry(
     INOUT attempts integer,
     INOUT slept    interval,
     params       record           DEFAULT NULL,
-    max_attempts integer          DEFAULT pg_catalog.current_setting('occ.max_attempts')::pg_catalog.int4,
-    base         interval         DEFAULT pg_catalog.current_setting('occ.base_delay')::pg_catalog.interval,
-    cap          interval         DEFAULT pg_catalog.current_setting('occ.max_delay')::pg_catalog.interval,
-    jitter       text             DEFAULT pg_catalog.current_setting('occ.jitter'),
-    factor       double precision DEFAULT pg_catalog.current_setting('occ.factor')::pg_catalog.float8,
-    max_duration interval         DEFAULT pg_catalog.current_setting('occ.max_duration')::pg_catalog.interval,
-    isolation    text             DEFAULT pg_catalog.current_setting('occ.isolation'),
-    retry_on     text[]           DEFAULT pg_catalog.string_to_array(pg_catalog.current_setting('occ.retry_sqlstates'), ','))
+    max_attempts integer          DEFAULT NULL,
+    base         interval         DEFAULT NULL,
+    cap          interval         DEFAULT NULL,
+    jitter       text             DEFAULT NULL,
+    factor       double precision DEFAULT NULL,
+    max_duration interval         DEFAULT NULL,
+    isolation    text             DEFAULT NULL,
+    retry_on     text[]           DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'occ_retry'
 LANGUAGE C;
 

@@ -154,8 +154,11 @@ CALL occ.retry(NULL);
 \echo :LAST_ERROR_SQLSTATE
 CALL occ.retry('SELECT 1', max_attempts => 0);
 \echo :LAST_ERROR_SQLSTATE
-CALL occ.retry('SELECT 1', max_attempts => NULL);
-\echo :LAST_ERROR_SQLSTATE
+-- (NULL options mean their settings: occ.max_attempts = 1 makes it give up at once)
+SET occ.max_attempts = 1;
+CALL occ.retry('SELECT fail_with($$40001$$)', max_attempts => NULL, base => NULL, retry_on => NULL);
+RESET occ.max_attempts;
+SELECT attempts, outcome FROM occ.last_retry();
 CALL occ.retry('SELECT 1', base => '0');
 \echo :LAST_ERROR_SQLSTATE
 CALL occ.retry('SELECT 1', cap => '10us');

@@ -256,10 +256,28 @@ occ_random_draw(void)
 }
 
 /*
+ * occ_backoff_args: the backoff of a call whose base, cap, jitter and factor
+ * arguments start at position first; an argument that is NULL (or omitted,
+ * its default being NULL) takes the value of its occ.* setting.  Checked.
+ */
+void
+occ_backoff_args(FunctionCallInfo fcinfo, int first, OccBackoff *b)
+{
+	b->base = PG_ARGISNULL(first) ? rint(occ_base_delay * 1000.0) :
+		occ_interval_to_usec(PG_GETARG_INTERVAL_P(first), "base");
+	b->cap = PG_ARGISNULL(first + 1) ? rint(occ_max_delay * 1000.0) :
+		occ_interval_to_usec(PG_GETARG_INTERVAL_P(first + 1), "cap");
+	b->jitter = PG_ARGISNULL(first + 2) ? (OccJitter) occ_jitter :
+		occ_parse_jitter(text_to_cstring(PG_GETARG_TEXT_PP(first + 2)));
+	b->factor = PG_ARGISNULL(first + 3) ? occ_factor : PG_GETARG_FLOAT8(first + 3);
+	occ_check_backoff(b);
+}
+
+/*
  * occ.backoff(attempt, base, cap, jitter, factor, prev, draw) returns interval
  *
- * Not strict: prev and draw default to NULL (prev = base, draw = a fresh
- * random draw).  Any other NULL argument gives NULL.
+ * Not strict: a NULL attempt gives NULL; base, cap, jitter and factor default
+ * to their settings, prev to base, and draw to a fresh random draw.
  */
 Datum
 occ_backoff(PG_FUNCTION_ARGS)
@@ -269,21 +287,15 @@ occ_backoff(PG_FUNCTION_ARGS)
 	double		prev;
 	double		draw;
 
-	for (int i = 0; i < 5; i++)
-		if (PG_ARGISNULL(i))
-			PG_RETURN_NULL();
-
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
 	attempt = PG_GETARG_INT32(0);
 	if (attempt < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("attempt must not be negative"),
 				 errhint("Attempt 0 is the delay before the first retry.")));
-	b.base = occ_interval_to_usec(PG_GETARG_INTERVAL_P(1), "base");
-	b.cap = occ_interval_to_usec(PG_GETARG_INTERVAL_P(2), "cap");
-	b.jitter = occ_parse_jitter(text_to_cstring(PG_GETARG_TEXT_PP(3)));
-	b.factor = PG_GETARG_FLOAT8(4);
-	occ_check_backoff(&b);
+	occ_backoff_args(fcinfo, 1, &b);
 
 	prev = b.base;
 	if (!PG_ARGISNULL(5))

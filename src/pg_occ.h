@@ -16,6 +16,7 @@
 #define PG_OCC_H
 
 #include "common/pg_prng.h"
+#include "fmgr.h"
 #include "utils/timestamp.h"
 
 /*
@@ -67,6 +68,7 @@ extern const char *occ_jitter_name(OccJitter jitter);
 extern double occ_interval_to_usec(const Interval *span, const char *what);
 extern Interval *occ_usec_to_interval(double usec);
 extern void occ_check_backoff(const OccBackoff *b);
+extern void occ_backoff_args(FunctionCallInfo fcinfo, int first, OccBackoff *b);
 extern double occ_backoff_delay(const OccBackoff *b, int attempt,
 								double prev, double draw);
 extern double occ_random_draw(void);

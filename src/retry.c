@@ -44,6 +44,7 @@
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/typcache.h"
+#include "utils/varlena.h"
 
 #include "pg_occ.h"
 
@@ -142,15 +143,31 @@ occ_require_nonatomic(FunctionCallInfo fcinfo)
 					 "or from a DO block; not from a function, a trigger, or a block with an EXCEPTION clause.")));
 }
 
+/* The isolation levels, spelled as transaction_isolation spells them */
+static const char *const occ_levels[] = {"serializable", "repeatable read", "read committed"};
+
+/* occ_level_of_setting: the spelling of occ.isolation's value */
+static const char *
+occ_level_of_setting(void)
+{
+	switch (occ_isolation)
+	{
+		case XACT_SERIALIZABLE:
+			return occ_levels[0];
+		case XACT_REPEATABLE_READ:
+			return occ_levels[1];
+		default:
+			return occ_levels[2];
+	}
+}
+
 /* occ_parse_isolation: the transaction_isolation spelling of a level */
 static const char *
 occ_parse_isolation(const char *name)
 {
-	static const char *const levels[] = {"serializable", "repeatable read", "read committed"};
-
-	for (int i = 0; i < lengthof(levels); i++)
-		if (pg_strcasecmp(name, levels[i]) == 0)
-			return levels[i];
+	for (int i = 0; i < lengthof(occ_levels); i++)
+		if (pg_strcasecmp(name, occ_levels[i]) == 0)
+			return occ_levels[i];
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unknown isolation level \"%s\"", name),
@@ -158,21 +175,40 @@ occ_parse_isolation(const char *name)
 	pg_unreachable();
 }
 
-/* occ_parse_retry_on: the retryable SQLSTATEs and classes of a text[] */
+/*
+ * occ_parse_retry_on: the retryable SQLSTATEs and classes, from the retry_on
+ * array or, when it is NULL, from occ.retry_sqlstates (checked when set).
+ */
 static void
-occ_parse_retry_on(ArrayType *arr, OccRetrySpec *spec)
+occ_parse_retry_on(FunctionCallInfo fcinfo, int argno, OccRetrySpec *spec)
 {
-	Datum	   *items;
-	bool	   *nulls;
-	int			n;
+	List	   *items = NIL;
+	ListCell   *lc;
+	int			i = 0;
 
-	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &items, &nulls, &n);
-	spec->nretry = n;
-	spec->retry_codes = palloc(sizeof(int) * Max(n, 1));
-	spec->retry_class = palloc(sizeof(bool) * Max(n, 1));
-	for (int i = 0; i < n; i++)
+	if (PG_ARGISNULL(argno))
 	{
-		char	   *s = nulls[i] ? NULL : TextDatumGetCString(items[i]);
+		if (!SplitGUCList(pstrdup(occ_retry_sqlstates), ',', &items))
+			elog(ERROR, "invalid occ.retry_sqlstates");
+	}
+	else
+	{
+		Datum	   *elems;
+		bool	   *nulls;
+		int			n;
+
+		deconstruct_array(PG_GETARG_ARRAYTYPE_P(argno), TEXTOID, -1, false,
+						  TYPALIGN_INT, &elems, &nulls, &n);
+		for (int j = 0; j < n; j++)
+			items = lappend(items, nulls[j] ? NULL : TextDatumGetCString(elems[j]));
+	}
+
+	spec->nretry = list_length(items);
+	spec->retry_codes = palloc(sizeof(int) * Max(spec->nretry, 1));
+	spec->retry_class = palloc(sizeof(bool) * Max(spec->nretry, 1));
+	foreach(lc, items)
+	{
+		char	   *s = lfirst(lc);
 
 		if (s == NULL || !occ_parse_sqlstate(s, &spec->retry_codes[i], &spec->retry_class[i]))
 			ereport(ERROR,
@@ -184,6 +220,7 @@ occ_parse_retry_on(ArrayType *arr, OccRetrySpec *spec)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("query_canceled (57014) cannot be retried"),
 					 errhint("A cancel or statement_timeout always ends occ.retry; remove 57014 from retry_on.")));
+		i++;
 	}
 }
 
@@ -228,32 +265,21 @@ occ_param_types(HeapTupleHeader rec, OccRetrySpec *spec)
 	ReleaseTupleDesc(tupdesc);
 }
 
-/* occ_required_arg: fail clearly if an argument that needs a value is NULL */
-static void
-occ_required_arg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be NULL", name),
-				 errhint("Omit the argument to use its default from the occ.* settings.")));
-}
-
 /*
  * occ_read_spec: read and check every argument; shift is 0, or
- * OCC_REPORT_SHIFT for the form that reports.
+ * OCC_REPORT_SHIFT for the form that reports.  Options that are NULL (their
+ * default) take the value of their occ.* setting: reading the settings here
+ * is much cheaper than default expressions, which every CALL would have to
+ * decode and evaluate.
  */
 static void
 occ_read_spec(FunctionCallInfo fcinfo, int shift, OccRetrySpec *spec)
 {
-	static const char *const names[] = {"sql", NULL, "max_attempts", "base", "cap",
-	"jitter", "factor", "max_duration", "isolation", "retry_on"};
-
-	StaticAssertStmt(lengthof(names) == OCC_RETRY_NARGS, "one name per argument");
-	for (int i = 0; i < OCC_RETRY_NARGS; i++)
-		if (names[i] != NULL)
-			occ_required_arg(fcinfo, i == ARG_SQL ? i : i + shift, names[i]);
-
+	if (PG_ARGISNULL(ARG_SQL))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("sql must not be NULL"),
+				 errhint("Pass the statements to run as one transaction.")));
 	spec->sql = text_to_cstring(PG_GETARG_TEXT_PP(ARG_SQL));
 	spec->nargs = 0;
 	spec->argtypes = NULL;
@@ -262,22 +288,21 @@ occ_read_spec(FunctionCallInfo fcinfo, int shift, OccRetrySpec *spec)
 	if (!PG_ARGISNULL(ARG_PARAMS + shift))
 		occ_param_types(PG_GETARG_HEAPTUPLEHEADER(ARG_PARAMS + shift), spec);
 
-	spec->max_attempts = PG_GETARG_INT32(ARG_MAX_ATTEMPTS + shift);
+	spec->max_attempts = PG_ARGISNULL(ARG_MAX_ATTEMPTS + shift) ? occ_max_attempts :
+		PG_GETARG_INT32(ARG_MAX_ATTEMPTS + shift);
 	if (spec->max_attempts < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_attempts must be at least 1"),
 				 errhint("max_attempts counts every execution of the body, the first included.")));
 
-	spec->backoff.base = occ_interval_to_usec(PG_GETARG_INTERVAL_P(ARG_BASE + shift), "base");
-	spec->backoff.cap = occ_interval_to_usec(PG_GETARG_INTERVAL_P(ARG_CAP + shift), "cap");
-	spec->backoff.jitter = occ_parse_jitter(text_to_cstring(PG_GETARG_TEXT_PP(ARG_JITTER + shift)));
-	spec->backoff.factor = PG_GETARG_FLOAT8(ARG_FACTOR + shift);
-	occ_check_backoff(&spec->backoff);
+	occ_backoff_args(fcinfo, ARG_BASE + shift, &spec->backoff);
 
-	spec->max_duration = occ_interval_to_usec(PG_GETARG_INTERVAL_P(ARG_MAX_DURATION + shift), "max_duration");
-	spec->isolation = occ_parse_isolation(text_to_cstring(PG_GETARG_TEXT_PP(ARG_ISOLATION + shift)));
-	occ_parse_retry_on(PG_GETARG_ARRAYTYPE_P(ARG_RETRY_ON + shift), spec);
+	spec->max_duration = PG_ARGISNULL(ARG_MAX_DURATION + shift) ? occ_max_duration * 1000.0 :
+		occ_interval_to_usec(PG_GETARG_INTERVAL_P(ARG_MAX_DURATION + shift), "max_duration");
+	spec->isolation = PG_ARGISNULL(ARG_ISOLATION + shift) ? occ_level_of_setting() :
+		occ_parse_isolation(text_to_cstring(PG_GETARG_TEXT_PP(ARG_ISOLATION + shift)));
+	occ_parse_retry_on(fcinfo, ARG_RETRY_ON + shift, spec);
 }
 
 /* occ_is_retryable: does this SQLSTATE call for another attempt? */
@@ -472,7 +497,8 @@ occ_retry(PG_FUNCTION_ARGS)
 		prev = Max(delay, spec.backoff.base);
 		why = NULL;
 		if (result.attempts >= spec.max_attempts)
-			why = psprintf("gave up after %d attempts", result.attempts);
+			why = psprintf("gave up after %d attempt%s", result.attempts,
+						   result.attempts == 1 ? "" : "s");
 		else if (spec.max_duration > 0 &&
 				 occ_elapsed_usec(start) + delay > spec.max_duration)
 			why = psprintf("gave up after %d attempts: the next delay of %.3f ms would exceed max_duration",

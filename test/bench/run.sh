@@ -57,7 +57,7 @@ CAP=200ms
 ISO="repeatable read"
 OUT="$HERE/results"
 OVERHEAD_FORMS="bare occ-bare occ-bare-nostats"
-OVERHEAD_REPS=3
+OVERHEAD_REPS=5
 DO_SWEEP=1
 DO_FIXED=1
 DO_OVERHEAD=1
@@ -242,7 +242,7 @@ run_one() {
 	local s_commits s_gave_up p50 p99 max completion per_commit
 	mkdir -p "$dir"
 	rm -f "$dir"/log.*
-	if [ "$mode" = sweep ]; then length=(-T "$DURATION"); else length=(-t 1); fi
+	if [ "$mode" = fixed ]; then length=(-t 1); else length=(-T "$DURATION"); fi
 	threads=$(( clients < $(nproc) ? clients : $(nproc) ))
 	set_form_args "$form" "$work"
 
@@ -459,7 +459,7 @@ main() {
 	RUN_TOTAL=$(count_runs)
 	[ "$DO_SWEEP" = 1 ] && sweep
 	[ "$DO_FIXED" = 1 ] && fixed_work
-	[ "$DO_OVERHEAD" = 1 ] && overhead
+	[ "$DO_OVERHEAD" = 1 ] && prepare_db && overhead
 	report
 }
 
