@@ -1,15 +1,7 @@
 -- pg_occ API surface, part 1: the extension, its schema, functions,
 -- procedures and views, with exact signatures, and their comments.
 -- Runs in one transaction that is rolled back, so it leaves nothing behind.
-\set ON_ERROR_STOP 1
-\pset format unaligned
-\pset tuples_only true
-\pset pager off
-SET client_min_messages = warning;
-
-BEGIN;
-CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION IF NOT EXISTS pg_occ;
+\ir begin.psql
 
 SELECT plan(145);
 

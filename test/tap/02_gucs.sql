@@ -3,15 +3,7 @@
 -- Needs a server with shared_preload_libraries = pg_occ (occ.stats_max
 -- exists only then); the test runner may set occ.stats_max, so its current
 -- value is not checked, only its built-in default.
-\set ON_ERROR_STOP 1
-\pset format unaligned
-\pset tuples_only true
-\pset pager off
-SET client_min_messages = warning;
-
-BEGIN;
-CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION IF NOT EXISTS pg_occ;
+\ir begin.psql
 
 SELECT plan(45);
 

@@ -1,15 +1,7 @@
 -- pg_occ API surface, part 3: privileges.  PUBLIC may use the schema, read
 -- the views and run everything except occ.stats_reset; an ordinary role
 -- created here (and rolled back with the rest) checks that in practice.
-\set ON_ERROR_STOP 1
-\pset format unaligned
-\pset tuples_only true
-\pset pager off
-SET client_min_messages = warning;
-
-BEGIN;
-CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION IF NOT EXISTS pg_occ;
+\ir begin.psql
 
 SELECT plan(37);
 

@@ -1,15 +1,7 @@
 -- pg_occ API surface, part 4: a hostile search_path.  A schema whose
 -- current_setting and string_to_array shadow pg_catalog's, first in the
 -- path, must not change what occ.backoff and occ.retry's defaults compute.
-\set ON_ERROR_STOP 1
-\pset format unaligned
-\pset tuples_only true
-\pset pager off
-SET client_min_messages = warning;
-
-BEGIN;
-CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION IF NOT EXISTS pg_occ;
+\ir begin.psql
 
 SELECT plan(13);
 
