@@ -51,12 +51,6 @@ PG_FUNCTION_INFO_V1(occ_setseed);
  */
 #define OCC_MAX_DELAY_USEC (100.0 * USECS_PER_DAY)
 
-static const char *const occ_jitter_names[] = {
-	"none", "full", "equal", "decorrelated", "bounded", "multiplicative", "normal"
-};
-
-#define OCC_JITTER_LIST "none, full, equal, decorrelated, bounded, multiplicative, normal"
-
 /* The session's generator; seeded on first use unless occ.setseed ran */
 static pg_prng_state occ_prng;
 static bool occ_prng_seeded = false;
@@ -68,23 +62,16 @@ static bool occ_prng_seeded = false;
 OccJitter
 occ_parse_jitter(const char *name)
 {
-	for (int i = 0; i < lengthof(occ_jitter_names); i++)
+	for (const struct config_enum_entry *e = occ_jitter_options; e->name != NULL; e++)
 	{
-		if (pg_strcasecmp(name, occ_jitter_names[i]) == 0)
-			return (OccJitter) i;
+		if (pg_strcasecmp(name, e->name) == 0)
+			return (OccJitter) e->val;
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unknown backoff strategy \"%s\"", name),
-			 errhint("Valid strategies are: %s.", OCC_JITTER_LIST)));
+			 errhint("Valid strategies are: %s.", occ_enum_names(occ_jitter_options))));
 	pg_unreachable();
-}
-
-/* occ_jitter_name: the SQL spelling of a strategy */
-const char *
-occ_jitter_name(OccJitter jitter)
-{
-	return occ_jitter_names[jitter];
 }
 
 /*

@@ -14,6 +14,7 @@
 #include <limits.h>
 
 #include "access/xact.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
 #include "utils/varlena.h"
@@ -32,8 +33,11 @@ bool		occ_log_retries = false;
 bool		occ_track_stats = true;
 int			occ_stats_max = 1000;
 
+/* The parsed value of occ.retry_sqlstates (its GUC "extra") */
+const OccSqlstates *occ_retry_sqlstates_parsed = NULL;
+
 /* The spellings accepted by occ.jitter, occ.backoff and occ.retry */
-static const struct config_enum_entry occ_jitter_options[] = {
+const struct config_enum_entry occ_jitter_options[] = {
 	{"none", OCC_JITTER_NONE, false},
 	{"full", OCC_JITTER_FULL, false},
 	{"equal", OCC_JITTER_EQUAL, false},
@@ -44,49 +48,77 @@ static const struct config_enum_entry occ_jitter_options[] = {
 	{NULL, 0, false}
 };
 
-/* Same spellings as transaction_isolation; read uncommitted is read committed */
-static const struct config_enum_entry occ_isolation_options[] = {
+/* Same spellings as transaction_isolation, for occ.isolation and occ.retry */
+const struct config_enum_entry occ_isolation_options[] = {
 	{"serializable", XACT_SERIALIZABLE, false},
 	{"repeatable read", XACT_REPEATABLE_READ, false},
 	{"read committed", XACT_READ_COMMITTED, false},
 	{NULL, 0, false}
 };
 
+/* occ_enum_names: "a, b, c", the spellings of an enum table, for hints */
+char *
+occ_enum_names(const struct config_enum_entry *options)
+{
+	StringInfoData names;
+
+	initStringInfo(&names);
+	for (const struct config_enum_entry *e = options; e->name != NULL; e++)
+		appendStringInfo(&names, "%s%s", e == options ? "" : ", ", e->name);
+	return names.data;
+}
+
 /*
  * occ_check_sqlstates: check hook for occ.retry_sqlstates: a list of
- * SQLSTATEs and classes, as occ.retry's retry_on argument takes them.
+ * SQLSTATEs and classes, as occ.retry's retry_on argument takes them.  The
+ * parsed list becomes the setting's extra, so calls need not parse it again.
  */
 static bool
 occ_check_sqlstates(char **newval, void **extra, GucSource source)
 {
 	char	   *copy = pstrdup(*newval);
 	List	   *items;
-	ListCell   *lc;
+	OccSqlstates *parsed = NULL;
+	const char *bad;
 	bool		ok = SplitGUCList(copy, ',', &items);
 
 	if (!ok)
 		GUC_check_errdetail("List syntax is invalid.");
-	foreach(lc, items)
+	else if ((parsed = malloc(OCC_SQLSTATES_SIZE(list_length(items)))) == NULL)
 	{
-		int			code;
-		bool		is_class;
-
-		if (ok && !occ_parse_sqlstate(lfirst(lc), &code, &is_class))
+		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
+		ok = false;
+	}
+	else
+	{
+		switch (occ_parse_sqlstates(items, parsed, &bad))
 		{
-			GUC_check_errdetail("\"%s\" is not a SQLSTATE or a SQLSTATE class.",
-								(char *) lfirst(lc));
-			GUC_check_errhint("Give 5-character codes such as 40001 or 2-character classes such as 40.");
-			ok = false;
+			case OCC_SQLSTATES_OK:
+				*extra = parsed;
+				break;
+			case OCC_SQLSTATES_INVALID:
+				GUC_check_errdetail("\"%s\" is not a SQLSTATE or a SQLSTATE class.", bad);
+				GUC_check_errhint("Give 5-character codes such as 40001 or 2-character classes such as 40.");
+				ok = false;
+				break;
+			case OCC_SQLSTATES_CANCEL:
+				GUC_check_errdetail("query_canceled (57014) cannot be retried.");
+				ok = false;
+				break;
 		}
-		else if (ok && !is_class && code == ERRCODE_QUERY_CANCELED)
-		{
-			GUC_check_errdetail("query_canceled (57014) cannot be retried.");
-			ok = false;
-		}
+		if (!ok)
+			free(parsed);
 	}
 	list_free(items);
 	pfree(copy);
 	return ok;
+}
+
+/* occ_assign_sqlstates: assign hook for occ.retry_sqlstates */
+static void
+occ_assign_sqlstates(const char *newval, void *extra)
+{
+	occ_retry_sqlstates_parsed = extra;
 }
 
 /*
@@ -135,7 +167,7 @@ occ_define_gucs(void)
 							   "SQLSTATEs and SQLSTATE classes that occ.retry retries.",
 							   "A comma-separated list of 5-character codes or 2-character classes.",
 							   &occ_retry_sqlstates, "40001,40P01",
-							   PGC_USERSET, GUC_LIST_INPUT, occ_check_sqlstates, NULL, NULL);
+							   PGC_USERSET, GUC_LIST_INPUT, occ_check_sqlstates, occ_assign_sqlstates, NULL);
 	DefineCustomBoolVariable("occ.log_retries",
 							 "Logs each retry and each give-up of occ.retry.",
 							 NULL,

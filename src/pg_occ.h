@@ -17,6 +17,8 @@
 
 #include "common/pg_prng.h"
 #include "fmgr.h"
+#include "nodes/pg_list.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 /*
@@ -48,7 +50,35 @@ typedef struct OccBackoff
 	double		factor;
 } OccBackoff;
 
+/* A list of SQLSTATEs that occ.retry retries: codes, or classes */
+typedef struct OccSqlstate
+{
+	int			code;			/* a SQLSTATE, or a class as "XX000" */
+	bool		is_class;
+} OccSqlstate;
+
+typedef struct OccSqlstates
+{
+	int			n;
+	OccSqlstate items[FLEXIBLE_ARRAY_MEMBER];
+} OccSqlstates;
+
+#define OCC_SQLSTATES_SIZE(n) \
+	(offsetof(OccSqlstates, items) + sizeof(OccSqlstate) * Max((n), 1))
+
+/* What occ_parse_sqlstates found wrong, if anything */
+typedef enum OccSqlstatesProblem
+{
+	OCC_SQLSTATES_OK,
+	OCC_SQLSTATES_INVALID,		/* not a code or class (or NULL) */
+	OCC_SQLSTATES_CANCEL		/* 57014, which is never retried */
+} OccSqlstatesProblem;
+
 /* guc.c */
+extern const struct config_enum_entry occ_jitter_options[];
+extern const struct config_enum_entry occ_isolation_options[];
+extern const OccSqlstates *occ_retry_sqlstates_parsed;
+extern char *occ_enum_names(const struct config_enum_entry *options);
 extern double occ_base_delay;
 extern double occ_max_delay;
 extern int	occ_jitter;
@@ -64,7 +94,6 @@ extern void occ_define_gucs(void);
 
 /* backoff.c */
 extern OccJitter occ_parse_jitter(const char *name);
-extern const char *occ_jitter_name(OccJitter jitter);
 extern double occ_interval_to_usec(const Interval *span, const char *what);
 extern Interval *occ_usec_to_interval(double usec);
 extern void occ_check_backoff(const OccBackoff *b);
@@ -80,7 +109,8 @@ extern void occ_sleep_usec(double usec);
 extern struct _SPI_plan *occ_body_plan(const char *sql, int nargs, Oid *argtypes);
 
 /* retry.c */
-extern bool occ_parse_sqlstate(const char *s, int *code, bool *is_class);
+extern OccSqlstatesProblem occ_parse_sqlstates(List *items, OccSqlstates *out,
+											   const char **bad);
 
 /* stats.c */
 typedef struct OccCallResult

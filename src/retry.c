@@ -44,7 +44,6 @@
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/typcache.h"
-#include "utils/varlena.h"
 
 #include "pg_occ.h"
 
@@ -84,9 +83,7 @@ typedef struct OccRetrySpec
 	OccBackoff	backoff;
 	double		max_duration;	/* microseconds, 0 = no limit */
 	const char *isolation;		/* transaction_isolation spelling */
-	int			nretry;
-	int		   *retry_codes;	/* SQLSTATEs, or classes as "XX000" */
-	bool	   *retry_class;
+	OccSqlstates *retry_on;
 } OccRetrySpec;
 
 /*
@@ -94,7 +91,7 @@ typedef struct OccRetrySpec
  * and letters (either case), spaces around it ignored.  Returns false if s
  * is neither.
  */
-bool
+static bool
 occ_parse_sqlstate(const char *s, int *code, bool *is_class)
 {
 	size_t		len;
@@ -121,6 +118,32 @@ occ_parse_sqlstate(const char *s, int *code, bool *is_class)
 }
 
 /*
+ * occ_parse_sqlstates: parse a list of SQLSTATEs and classes (C strings, NULL
+ * allowed and refused) into out, which has room for all of them.  On a
+ * problem, *bad is the offending item.  Shared by the retry_on argument and
+ * the check hook of occ.retry_sqlstates.
+ */
+OccSqlstatesProblem
+occ_parse_sqlstates(List *items, OccSqlstates *out, const char **bad)
+{
+	ListCell   *lc;
+
+	out->n = 0;
+	foreach(lc, items)
+	{
+		OccSqlstate *item = &out->items[out->n];
+
+		*bad = lfirst(lc);
+		if (*bad == NULL || !occ_parse_sqlstate(*bad, &item->code, &item->is_class))
+			return OCC_SQLSTATES_INVALID;
+		if (!item->is_class && item->code == ERRCODE_QUERY_CANCELED)
+			return OCC_SQLSTATES_CANCEL;
+		out->n++;
+	}
+	return OCC_SQLSTATES_OK;
+}
+
+/*
  * occ_require_nonatomic: occ.retry commits, so it must be CALLed where
  * transaction control is allowed.  Say how to call it otherwise.
  */
@@ -143,84 +166,75 @@ occ_require_nonatomic(FunctionCallInfo fcinfo)
 					 "or from a DO block; not from a function, a trigger, or a block with an EXCEPTION clause.")));
 }
 
-/* The isolation levels, spelled as transaction_isolation spells them */
-static const char *const occ_levels[] = {"serializable", "repeatable read", "read committed"};
-
 /* occ_level_of_setting: the spelling of occ.isolation's value */
 static const char *
 occ_level_of_setting(void)
 {
-	switch (occ_isolation)
-	{
-		case XACT_SERIALIZABLE:
-			return occ_levels[0];
-		case XACT_REPEATABLE_READ:
-			return occ_levels[1];
-		default:
-			return occ_levels[2];
-	}
+	const struct config_enum_entry *e = occ_isolation_options;
+
+	while (e->name != NULL && e->val != occ_isolation)
+		e++;
+	Assert(e->name != NULL);
+	return e->name;
 }
 
 /* occ_parse_isolation: the transaction_isolation spelling of a level */
 static const char *
 occ_parse_isolation(const char *name)
 {
-	for (int i = 0; i < lengthof(occ_levels); i++)
-		if (pg_strcasecmp(name, occ_levels[i]) == 0)
-			return occ_levels[i];
+	for (const struct config_enum_entry *e = occ_isolation_options; e->name != NULL; e++)
+		if (pg_strcasecmp(name, e->name) == 0)
+			return e->name;
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unknown isolation level \"%s\"", name),
-			 errhint("Valid levels are: serializable, repeatable read, read committed.")));
+			 errhint("Valid levels are: %s.", occ_enum_names(occ_isolation_options))));
 	pg_unreachable();
 }
 
 /*
  * occ_parse_retry_on: the retryable SQLSTATEs and classes, from the retry_on
- * array or, when it is NULL, from occ.retry_sqlstates (checked when set).
+ * array or, when it is NULL, a copy of occ.retry_sqlstates, parsed when it
+ * was set (a copy, because the body could change the setting).
  */
 static void
 occ_parse_retry_on(FunctionCallInfo fcinfo, int argno, OccRetrySpec *spec)
 {
 	List	   *items = NIL;
-	ListCell   *lc;
-	int			i = 0;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	const char *bad;
 
 	if (PG_ARGISNULL(argno))
 	{
-		if (!SplitGUCList(pstrdup(occ_retry_sqlstates), ',', &items))
-			elog(ERROR, "invalid occ.retry_sqlstates");
-	}
-	else
-	{
-		Datum	   *elems;
-		bool	   *nulls;
-		int			n;
-
-		deconstruct_array(PG_GETARG_ARRAYTYPE_P(argno), TEXTOID, -1, false,
-						  TYPALIGN_INT, &elems, &nulls, &n);
-		for (int j = 0; j < n; j++)
-			items = lappend(items, nulls[j] ? NULL : TextDatumGetCString(elems[j]));
+		spec->retry_on = palloc(OCC_SQLSTATES_SIZE(occ_retry_sqlstates_parsed->n));
+		memcpy(spec->retry_on, occ_retry_sqlstates_parsed,
+			   OCC_SQLSTATES_SIZE(occ_retry_sqlstates_parsed->n));
+		return;
 	}
 
-	spec->nretry = list_length(items);
-	spec->retry_codes = palloc(sizeof(int) * Max(spec->nretry, 1));
-	spec->retry_class = palloc(sizeof(bool) * Max(spec->nretry, 1));
-	foreach(lc, items)
+	deconstruct_array(PG_GETARG_ARRAYTYPE_P(argno), TEXTOID, -1, false,
+					  TYPALIGN_INT, &elems, &nulls, &n);
+	for (int i = 0; i < n; i++)
+		items = lappend(items, nulls[i] ? NULL : TextDatumGetCString(elems[i]));
+	spec->retry_on = palloc(OCC_SQLSTATES_SIZE(n));
+	switch (occ_parse_sqlstates(items, spec->retry_on, &bad))
 	{
-		char	   *s = lfirst(lc);
-
-		if (s == NULL || !occ_parse_sqlstate(s, &spec->retry_codes[i], &spec->retry_class[i]))
+		case OCC_SQLSTATES_OK:
+			break;
+		case OCC_SQLSTATES_INVALID:
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid SQLSTATE \"%s\" in retry_on", s ? s : "NULL"),
+					 errmsg("invalid SQLSTATE \"%s\" in retry_on", bad ? bad : "NULL"),
 					 errhint("Give 5-character codes such as 40001 or 2-character classes such as 40.")));
-		if (!spec->retry_class[i] && spec->retry_codes[i] == ERRCODE_QUERY_CANCELED)
+			break;
+		case OCC_SQLSTATES_CANCEL:
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("query_canceled (57014) cannot be retried"),
 					 errhint("A cancel or statement_timeout always ends occ.retry; remove 57014 from retry_on.")));
-		i++;
+			break;
 	}
 }
 
@@ -311,11 +325,13 @@ occ_is_retryable(const OccRetrySpec *spec, int sqlerrcode)
 {
 	if (sqlerrcode == ERRCODE_QUERY_CANCELED)
 		return false;
-	for (int i = 0; i < spec->nretry; i++)
+	for (int i = 0; i < spec->retry_on->n; i++)
 	{
-		if (spec->retry_class[i] ?
-			ERRCODE_TO_CATEGORY(sqlerrcode) == spec->retry_codes[i] :
-			sqlerrcode == spec->retry_codes[i])
+		const OccSqlstate *item = &spec->retry_on->items[i];
+
+		if (item->is_class ?
+			ERRCODE_TO_CATEGORY(sqlerrcode) == item->code :
+			sqlerrcode == item->code)
 			return true;
 	}
 	return false;
