@@ -1,20 +1,22 @@
 # pg_occ: retry optimistic transactions with jittered exponential backoff
 EXTENSION = pg_occ
-EXTVERSION = $(shell grep default_version $(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
+EXTVERSION = $(shell grep default_version $(srcdir)/$(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
 
 MODULE_big = pg_occ
 OBJS = src/pg_occ.o src/guc.o src/backoff.o src/sleep.o src/plan_cache.o src/retry.o src/stats.o
 HEADERS = src/pg_occ.h
 
-DATA = $(wildcard sql/$(EXTENSION)--*.sql)
+# paths relative to the source directory ($(srcdir), set by PGXS), which
+# differs from the current one in an out-of-tree (VPATH) build
+DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/$(EXTENSION)--*.sql))
 
 # pg_regress: sql/*.sql against expected/*.out; the server must preload pg_occ
 REGRESS = backoff guc retry stats
-REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
+REGRESS_OPTS = --inputdir=$(srcdir) --load-extension=$(EXTENSION)
 
 # isolation tester: test/specs/*.spec against test/expected/*.out
 ISOLATION = update_conflict write_skew deadlock give_up
-ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
+ISOLATION_OPTS = --inputdir=$(srcdir)/test --load-extension=$(EXTENSION)
 
 EXTRA_CLEAN = test/results test/output_iso regression.* results
 
@@ -22,7 +24,11 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# out-of-tree (VPATH) build, make -f /path/to/pg_occ/Makefile: the objects
+# go to src/ under the current directory
+$(shell mkdir -p src)
+
 # pgTAP: the API surface, test/tap/*.sql through pg_prove
 .PHONY: prove_installcheck
 prove_installcheck:
-	pg_prove --ext .sql test/tap/
+	pg_prove --ext .sql $(srcdir)/test/tap/

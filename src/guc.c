@@ -84,7 +84,7 @@ occ_check_sqlstates(char **newval, void **extra, GucSource source)
 
 	if (!ok)
 		GUC_check_errdetail("List syntax is invalid.");
-	else if ((parsed = malloc(OCC_SQLSTATES_SIZE(list_length(items)))) == NULL)
+	else if ((parsed = occ_guc_malloc(OCC_SQLSTATES_SIZE(list_length(items)))) == NULL)
 	{
 		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
 		ok = false;
@@ -107,7 +107,7 @@ occ_check_sqlstates(char **newval, void **extra, GucSource source)
 				break;
 		}
 		if (!ok)
-			free(parsed);
+			occ_guc_free(parsed);
 	}
 	list_free(items);
 	pfree(copy);

@@ -427,7 +427,7 @@ occ_account(const OccRetrySpec *spec, OccCallResult *result, instr_time start)
  * occ.log_retries is on).
  */
 static void
-pg_attribute_noreturn()
+pg_noreturn
 occ_give_up(ErrorData *edata, const char *why)
 {
 	if (occ_log_retries)
