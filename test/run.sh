@@ -1,22 +1,61 @@
 #!/bin/bash
-# Runs every pg_occ test on a fresh Debian 12 machine, as root:
-#   installs the build and test packages, builds and installs pg_occ
-#   (test/setup.sh), then in
-#   a throwaway cluster that preloads pg_occ runs
+# Runs every pg_occ test, as root on a Debian 12 machine, against each tested
+# PostgreSQL version:
+#   15  on the host (Debian 12 "bookworm"),
+#   17  in a Debian 13 "trixie" root,
+#   18  in a Debian "forky" root,
+# (a version whose Debian release is the host's own runs on the host).  The
+# roots are made with mmdebstrap (installed if missing) from Debian's archive,
+# cached as tarballs in /var/cache/pg_occ-roots, unpacked afresh for each run
+# and entered with chroot (/proc and /dev mounted, unmounted on exit); pg_occ
+# is built there from a copy of this tree.  For each version it
+#   installs the build and test packages, builds pg_occ (a compiler warning
+#   is an error) and installs it (test/setup.sh), then in a throwaway cluster
+#   that preloads pg_occ runs
 #     - pg_regress (sql/, expected/) and the isolation specs (test/specs/),
 #     - pgTAP (test/tap/) with pg_prove,
 #     - the stress check (test/stress.sh) and the interrupt check (test/interrupt.sh),
 #     - the benchmark's quick mode (test/bench/run.sh --quick), which checks
 #       the pgbench scripts and the lost-update invariant, not speed;
-#   and in a cluster that does not preload it, the not_preloaded test.
-# Usage: test/run.sh [--no-install]
+#   in a cluster that does not preload it, the not_preloaded test; and the
+#   packaging checks (test/packaging.sh: META.json, out-of-tree build).
+# Every version runs even if one fails; the exit status is 1 if any failed.
+#
+# Usage: test/run.sh [--pg VERSION]... [--no-install]
+#   --pg VERSION  test this version only (may be repeated); default: all
+#   --no-install  install no packages on the host (roots are still made if
+#                 missing; they need mmdebstrap)
+# Environment: OCC_ROOTS  where the roots are cached (/var/cache/pg_occ-roots;
+#                         delete it to make them again with newer packages)
+#              OCC_MIRROR the Debian mirror (http://deb.debian.org/debian)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+SELF=$PWD/test/run.sh
+
+VERSIONS="15 17 18"
+
+# suite_of VERSION: the Debian release whose packages we test VERSION with
+suite_of() {
+    case $1 in
+        15) echo bookworm ;;
+        17) echo trixie ;;
+        18) echo forky ;;
+        *) return 1 ;;
+    esac
+}
+
+die() { echo "test/run.sh: $*" >&2; exit 1; }
+
+# show_diffs: what pg_regress and the isolation tester found, for the log
+show_diffs() {
+    for f in regression.diffs output_iso/regression.diffs; do
+        [ ! -f "$f" ] || { echo "=== $f"; cat "$f"; }
+    done >&2
+}
 
 # in_cluster: everything that needs the preloading server (PG* set by pg_virtualenv)
 in_cluster() {
-    make installcheck
+    make installcheck || { show_diffs; exit 1; }
     psql -X -q -c "CREATE EXTENSION IF NOT EXISTS pg_occ" postgres
     pg_prove --ext .sql -d postgres test/tap/
     test/stress.sh
@@ -24,14 +63,141 @@ in_cluster() {
     test/bench/run.sh --quick --existing --out "$(mktemp -d)"
 }
 
-if [ "${1:-}" = "--in-cluster" ]; then
-    in_cluster
+# test_here VERSION: every test against this machine's PostgreSQL VERSION
+test_here() {
+    local v=$1
+    export PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config
+    test/setup.sh --pg "$v" --werror ${no_install:+--no-install}
+    pg_virtualenv -v "$v" -o shared_preload_libraries=pg_occ -o occ.stats_max=100 -o max_connections=200 \
+        "$SELF" --in-cluster
+    pg_virtualenv -v "$v" make installcheck REGRESS=not_preloaded ISOLATION= || { show_diffs; exit 1; }
+    test/packaging.sh
+    echo "all pg_occ tests passed on PostgreSQL $v"
+}
+
+# make_root VERSION SUITE: print the path of a tarball of a Debian SUITE root
+# with the packages test/setup.sh needs for VERSION, made if not cached
+make_root() {
+    local v=$1 suite=$2 dir=${OCC_ROOTS:-/var/cache/pg_occ-roots}
+    local mirror=${OCC_MIRROR:-http://deb.debian.org/debian}
+    local tarball=$dir/$suite.tar packages opts stamp
+    packages=$(test/setup.sh --pg "$v" --print-packages)
+    opts=(--variant=apt "--include=${packages// /,}")
+    # the mirror's Release file of testing can be past its Valid-Until date
+    [ "$suite" != forky ] || opts+=('--aptopt=Acquire::Check-Valid-Until "false"')
+    stamp="mmdebstrap ${opts[*]} $suite $mirror"
+    mkdir -p "$dir"
+    exec 9>"$dir/.lock"
+    flock 9 # one maker at a time
+    if [ -f "$tarball" ] && [ "$(cat "$tarball.stamp" 2>/dev/null)" = "$stamp" ]; then
+        echo "$tarball"
+        return
+    fi
+    if ! command -v mmdebstrap >/dev/null; then
+        [ -z "$no_install" ] || die "mmdebstrap is needed to make the $suite root"
+        apt-get update -qq >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >&2
+    fi
+    local start=$SECONDS
+    echo "making the Debian $suite root for PostgreSQL $v: $tarball" >&2
+    rm -f "$dir/.$suite.new.tar"
+    mmdebstrap "${opts[@]}" "$suite" "$dir/.$suite.new.tar" "$mirror" >&2
+    mv "$dir/.$suite.new.tar" "$tarball"
+    echo "$stamp" >"$tarball.stamp"
+    echo "made the $suite root in $((SECONDS - start)) s" >&2
+    exec 9>&-
+    echo "$tarball"
+}
+
+# leave_root: end what still runs in the root (only this run's processes can),
+# unmount, and remove the root
+leave_root() {
+    [ -n "${root:-}" ] || return 0
+    local p mounted
+    for p in /proc/[0-9]*; do
+        [ "$(readlink "$p/root" 2>/dev/null)" != "$root" ] || kill -KILL "${p#/proc/}" 2>/dev/null || true
+    done
+    ! mountpoint -q "$root/dev" || umount -R "$root/dev" || umount -R -l "$root/dev" || true
+    ! mountpoint -q "$root/proc" || umount "$root/proc" || umount -l "$root/proc" || true
+    mounted=$(awk -v r="$root/" 'index($5, r) == 1 { print $5 }' /proc/self/mountinfo)
+    if [ -z "$mounted" ]; then
+        rm -rf --one-file-system "$root"
+    else
+        echo "test/run.sh: still mounted, $root not removed: $mounted" >&2
+    fi
+    root=
+}
+
+# test_in_root VERSION SUITE: every test against PostgreSQL VERSION in a
+# fresh Debian SUITE root
+test_in_root() {
+    local v=$1 suite=$2 tarball start rc=0
+    [ -z "${OCC_IN_ROOT:-}" ] || die "PostgreSQL $v needs Debian $suite, but this is a $OCC_IN_ROOT root"
+    tarball=$(make_root "$v" "$suite")
+    start=$SECONDS
+    trap leave_root EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    root=$(realpath "$(mktemp -d /var/tmp/pg_occ-"$suite".XXXXXX)")
+    tar -C "$root" -xf "$tarball"
+    mount -t proc proc "$root/proc"
+    # /dev with /dev/pts and /dev/shm; rslave: unmounting here does not
+    # propagate back to the host's /dev
+    mount --rbind /dev "$root/dev"
+    mount --make-rslave "$root/dev"
+    # a copy of the tree, without this machine's build products
+    mkdir "$root/pg_occ"
+    tar -C . --exclude=.git --exclude='*.o' --exclude='*.bc' --exclude='*.so' \
+        --exclude=./results --exclude=./output_iso --exclude=./tmp_check --exclude=./log \
+        --exclude=./test/results --exclude='./regression.*' -cf - . | tar -C "$root/pg_occ" -xf -
+    echo "Debian $suite root ready in $((SECONDS - start)) s: $root"
+    chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        HOME=/root LANG=C.UTF-8 OCC_IN_ROOT="$suite" /pg_occ/test/run.sh --pg "$v" --no-install || rc=$?
+    leave_root
+    return $rc
+}
+
+versions=()
+no_install=
+while [ $# -gt 0 ]; do
+    case $1 in
+        --in-cluster) in_cluster; exit ;;
+        --pg) [ $# -ge 2 ] || die "--pg needs a version"; versions+=("$2"); shift 2 ;;
+        --no-install) no_install=1; shift ;;
+        *) echo "usage: $0 [--pg VERSION]... [--no-install]" >&2; exit 2 ;;
+    esac
+done
+# shellcheck disable=SC2206
+[ ${#versions[@]} -gt 0 ] || versions=($VERSIONS)
+for v in "${versions[@]}"; do
+    suite_of "$v" >/dev/null || die "PostgreSQL $v is not tested here; tested versions: $VERSIONS"
+done
+
+# several versions: one run of this script for each, then a summary
+if [ ${#versions[@]} -gt 1 ]; then
+    summary=() failed=0
+    for v in "${versions[@]}"; do
+        start=$SECONDS
+        echo "=== PostgreSQL $v (Debian $(suite_of "$v"))"
+        if "$SELF" --pg "$v" ${no_install:+--no-install}; then
+            result=passed
+        else
+            result=FAILED
+            failed=1
+        fi
+        summary+=("PostgreSQL $v (Debian $(suite_of "$v")): $result in $((SECONDS - start)) s")
+    done
+    printf '%s\n' "=== summary" "${summary[@]}"
+    [ $failed = 0 ] || die "some versions failed"
+    echo "all pg_occ tests passed on PostgreSQL ${versions[*]}"
     exit
 fi
 
-test/setup.sh "$@"
-
-pg_virtualenv -v 15 -o shared_preload_libraries=pg_occ -o occ.stats_max=100 -o max_connections=200 \
-    "$0" --in-cluster
-pg_virtualenv -v 15 make installcheck REGRESS=not_preloaded ISOLATION=
-echo "all pg_occ tests passed"
+v=${versions[0]}
+suite=$(suite_of "$v")
+host_suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+if [ "$suite" = "$host_suite" ]; then
+    test_here "$v"
+else
+    test_in_root "$v" "$suite"
+fi

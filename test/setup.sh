@@ -1,20 +1,42 @@
 #!/bin/bash
-# Installs what pg_occ needs on a fresh Debian 12 machine (as root), then
-# builds and installs pg_occ.  Packages already present are not reinstalled.
-# Usage: test/setup.sh [--no-install]   (--no-install: build and install only)
+# Installs what pg_occ needs on a fresh Debian machine (as root), then
+# builds and installs pg_occ for one PostgreSQL version (default 15, the
+# version of Debian 12).  Packages already present are not reinstalled.
+# Usage: test/setup.sh [--pg VERSION] [--no-install] [--werror]
+#   --no-install      build and install only
+#   --werror          rebuild everything; a compiler warning fails the build
+#                     (test/run.sh)
+#   --print-packages  print the Debian packages needed, and stop
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES="postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl gnuplot-nox make gcc"
+pg=15
+install=yes
+copt=
+while [ $# -gt 0 ]; do
+    case $1 in
+        --pg) pg=$2; shift 2 ;;
+        --no-install) install=no; shift ;;
+        --werror) copt=-Werror; shift ;;
+        --print-packages) install=print; shift ;;
+        *) echo "usage: $0 [--pg VERSION] [--no-install] [--werror] [--print-packages]" >&2; exit 2 ;;
+    esac
+done
 
-if [ "${1:-}" != "--no-install" ]; then
-    missing=$(for p in $PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
-    if [ -n "$missing" ]; then
-        apt-get update -qq
-        # shellcheck disable=SC2086
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing
-    fi
-fi
+PACKAGES="postgresql-$pg postgresql-server-dev-$pg postgresql-$pg-pgtap libtap-parser-sourcehandler-pgtap-perl gnuplot-nox make gcc perl procps"
 
-make PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
-make PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config install
+case $install in
+    print) echo "$PACKAGES"; exit ;;
+    yes)
+        missing=$(for p in $PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
+        if [ -n "$missing" ]; then
+            apt-get update -qq
+            # shellcheck disable=SC2086
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing
+        fi
+        ;;
+esac
+
+[ -z "$copt" ] || make PG_CONFIG="/usr/lib/postgresql/$pg/bin/pg_config" clean
+make PG_CONFIG="/usr/lib/postgresql/$pg/bin/pg_config" ${copt:+COPT=$copt}
+make PG_CONFIG="/usr/lib/postgresql/$pg/bin/pg_config" install
