@@ -1,15 +1,15 @@
-# pg_occ: retry optimistic transactions with jittered exponential backoff
+# pg_occ: retry optimistic transactions, with jittered backoff or a FIFO queue per hot key
 EXTENSION = pg_occ
 EXTVERSION = $(shell grep default_version $(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
 
 MODULE_big = pg_occ
-OBJS = src/pg_occ.o src/guc.o src/backoff.o src/sleep.o src/plan_cache.o src/retry.o src/stats.o
+OBJS = src/pg_occ.o src/guc.o src/sqlstate.o src/backoff.o src/sleep.o src/gate.o src/plan_cache.o src/retry.o src/stats.o
 HEADERS = src/pg_occ.h
 
-DATA = $(wildcard sql/$(EXTENSION)--*.sql)
+DATA = $(wildcard sql/$(EXTENSION)--*.sql) sql/$(EXTENSION)--0.1.0.control
 
 # pg_regress: sql/*.sql against expected/*.out; the server must preload pg_occ
-REGRESS = backoff guc retry stats
+REGRESS = backoff guc retry stats queue
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 # isolation tester: test/specs/*.spec against test/expected/*.out
