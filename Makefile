@@ -13,7 +13,7 @@ REGRESS = backoff guc retry stats queue
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 # isolation tester: test/specs/*.spec against test/expected/*.out
-ISOLATION = update_conflict write_skew deadlock give_up
+ISOLATION = update_conflict write_skew deadlock give_up queue_order queue_deadlock queue_unlock_all
 ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 
 EXTRA_CLEAN = test/results test/output_iso regression.* results

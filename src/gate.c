@@ -287,9 +287,20 @@ occ_gate_observe(const OccGate *gate, bool failed)
 void
 occ_gate_release(OccGate *gate)
 {
-	if (gate->held && occ_lock_held_by_me(&gate->tag, OCC_GATE_LOCKMODE))
+	if (occ_gate_still_held(gate))
 		LockRelease(&gate->tag, OCC_GATE_LOCKMODE, true);
 	gate->held = false;
+}
+
+/*
+ * occ_gate_still_held: do we still hold the gate?  A body may have released
+ * it with pg_advisory_unlock_all(); then the caller queues again.
+ */
+bool
+occ_gate_still_held(OccGate *gate)
+{
+	gate->held = gate->held && occ_lock_held_by_me(&gate->tag, OCC_GATE_LOCKMODE);
+	return gate->held;
 }
 
 /*

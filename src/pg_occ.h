@@ -153,6 +153,7 @@ extern void occ_gate_prepare(OccGate *gate, const char *key, const char *sql,
 extern bool occ_gate_admit(const OccGate *gate);
 extern void occ_gate_observe(const OccGate *gate, bool failed);
 extern OccGateWait occ_gate_wait(OccGate *gate, double timeout_usec);
+extern bool occ_gate_still_held(OccGate *gate);
 extern bool occ_gate_escalate(OccGate *gate);
 extern void occ_gate_release(OccGate *gate);
 

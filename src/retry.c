@@ -608,7 +608,7 @@ occ_retry(PG_FUNCTION_ARGS)
 			 * (deadlock, lock table full, lock_timeout), back off instead.
 			 */
 			if (why == NULL && gate != NULL && !gate->bypassed &&
-				(!gate->held || occ_gate_escalate(gate)))
+				(!occ_gate_still_held(gate) || occ_gate_escalate(gate)))
 			{
 				if (occ_log_retries)
 					ereport(LOG,
