@@ -311,6 +311,13 @@ occ_read_spec(FunctionCallInfo fcinfo, int shift, OccRetrySpec *spec)
 	occ_parse_contention(fcinfo, ARG_CONTENTION + shift, ARG_KEY + shift, spec);
 }
 
+/* occ_plural: "s" unless n is 1, for messages that count attempts */
+static const char *
+occ_plural(int n)
+{
+	return n == 1 ? "" : "s";
+}
+
 /* occ_is_retryable: does this SQLSTATE call for another attempt? */
 static bool
 occ_is_retryable(const OccRetrySpec *spec, int sqlerrcode)
@@ -598,7 +605,7 @@ occ_retry(PG_FUNCTION_ARGS)
 			}
 			if (result.attempts >= spec.max_attempts)
 				why = psprintf("gave up after %d attempt%s", result.attempts,
-							   result.attempts == 1 ? "" : "s");
+							   occ_plural(result.attempts));
 
 			/*
 			 * Queue mode: instead of sleeping, wait for the gate of the key
@@ -620,8 +627,8 @@ occ_retry(PG_FUNCTION_ARGS)
 						FreeErrorData(edata);
 						continue;
 					case OCC_GATE_TIMED_OUT:
-						why = psprintf("gave up after %d attempts: max_duration ran out while waiting for the gate",
-									   result.attempts);
+						why = psprintf("gave up after %d attempt%s: max_duration ran out while waiting for the gate",
+									   result.attempts, occ_plural(result.attempts));
 						break;
 					case OCC_GATE_UNAVAILABLE:
 						break;
@@ -644,8 +651,8 @@ occ_retry(PG_FUNCTION_ARGS)
 			}
 			if (why == NULL && spec.max_duration > 0 &&
 				occ_elapsed_usec(start) + delay > spec.max_duration)
-				why = psprintf("gave up after %d attempts: the next delay of %.3f ms would exceed max_duration",
-							   result.attempts, delay / 1000.0);
+				why = psprintf("gave up after %d attempt%s: the next delay of %.3f ms would exceed max_duration",
+							   result.attempts, occ_plural(result.attempts), delay / 1000.0);
 			if (why != NULL)
 			{
 				result.gave_up = true;
