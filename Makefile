@@ -9,7 +9,7 @@ HEADERS = src/pg_occ.h
 DATA = $(wildcard sql/$(EXTENSION)--*.sql) sql/$(EXTENSION)--0.1.0.control
 
 # pg_regress: sql/*.sql against expected/*.out; the server must preload pg_occ
-REGRESS = backoff guc retry stats queue
+REGRESS = backoff guc retry stats queue upgrade
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 # isolation tester: test/specs/*.spec against test/expected/*.out

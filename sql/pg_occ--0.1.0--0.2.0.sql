@@ -12,16 +12,31 @@ DO $$
 DECLARE
     foreign_objects text;
 BEGIN
+    -- 0.1.0 adopted a schema occ that existed already: refuse to make a
+    -- schema that another role owns, or that others may create objects in,
+    -- part of the extension
+    IF EXISTS (SELECT FROM pg_catalog.pg_namespace n, pg_catalog.pg_extension e
+                WHERE n.nspname = 'occ' AND e.extname = 'pg_occ'
+                  AND (n.nspowner <> e.extowner
+                       OR EXISTS (SELECT FROM pg_catalog.aclexplode(n.nspacl) a
+                                   WHERE a.privilege_type = 'CREATE' AND a.grantee <> n.nspowner))) THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'insufficient_privilege',
+            MESSAGE = 'schema "occ" is owned by another role than the extension, or others may create objects in it',
+            DETAIL = 'pg_occ 0.2.0 makes the schema occ part of the extension; 0.1.0 adopted a schema that existed already.',
+            HINT = 'Check the objects in occ, ALTER SCHEMA occ OWNER TO the owner of the extension, REVOKE CREATE ON SCHEMA occ FROM the others, then run ALTER EXTENSION pg_occ UPDATE again.';
+    END IF;
+
     SELECT pg_catalog.string_agg(pg_catalog.format('%s %s', o.kind, o.name), ', ' ORDER BY o.name)
       INTO foreign_objects
-      FROM (SELECT 'function' AS kind, p.oid::pg_catalog.regprocedure::text AS name, 'pg_catalog.pg_proc'::pg_catalog.regclass AS classid, p.oid
+      FROM (SELECT 'function' AS kind, pg_catalog.format('occ.%I(%s)', p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid)) AS name, 'pg_catalog.pg_proc'::pg_catalog.regclass AS classid, p.oid
               FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'occ'::pg_catalog.regnamespace
             UNION ALL
-            SELECT 'relation', c.oid::pg_catalog.regclass::text, 'pg_catalog.pg_class'::pg_catalog.regclass, c.oid
+            SELECT 'relation', pg_catalog.format('occ.%I', c.relname), 'pg_catalog.pg_class'::pg_catalog.regclass, c.oid
               FROM pg_catalog.pg_class c WHERE c.relnamespace = 'occ'::pg_catalog.regnamespace
                 AND c.relkind NOT IN ('t', 'i')
             UNION ALL
-            SELECT 'type', t.oid::pg_catalog.regtype::text, 'pg_catalog.pg_type'::pg_catalog.regclass, t.oid
+            SELECT 'type', pg_catalog.format('occ.%I', t.typname), 'pg_catalog.pg_type'::pg_catalog.regclass, t.oid
               FROM pg_catalog.pg_type t WHERE t.typnamespace = 'occ'::pg_catalog.regnamespace
                 AND t.typrelid = 0 AND t.typelem = 0) o
      WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_depend d

@@ -343,6 +343,15 @@ occ_gate_wait(OccGate *gate, double timeout_usec)
 	volatile OccGateWait outcome = OCC_GATE_TAKEN;
 
 	Assert(!gate->held);
+
+	/* a free gate is taken at once, without the cost of a subtransaction */
+	if (LockAcquireExtended(&gate->tag, OCC_GATE_LOCKMODE, true, true,
+							false, NULL) != LOCKACQUIRE_NOT_AVAIL)
+	{
+		gate->held = true;
+		return OCC_GATE_TAKEN;
+	}
+
 	if (timeout_usec > 0)
 	{
 		double		ms = Max(ceil(timeout_usec / 1000.0), 1.0);

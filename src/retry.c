@@ -201,8 +201,12 @@ static void
 occ_parse_contention(FunctionCallInfo fcinfo, int contention_arg, int key_arg,
 					 OccRetrySpec *spec)
 {
+	/* 0.1.0's declarations have no contention and key: take them as NULL */
+	bool		no_contention = contention_arg >= PG_NARGS() || PG_ARGISNULL(contention_arg);
+	bool		no_key = key_arg >= PG_NARGS() || PG_ARGISNULL(key_arg);
+
 	spec->contention = occ_contention;
-	if (!PG_ARGISNULL(contention_arg))
+	if (!no_contention)
 	{
 		char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(contention_arg));
 		const struct config_enum_entry *e = occ_contention_options;
@@ -218,11 +222,11 @@ occ_parse_contention(FunctionCallInfo fcinfo, int contention_arg, int key_arg,
 	}
 
 	spec->key = NULL;
-	if (PG_ARGISNULL(key_arg))
+	if (no_key)
 		return;
 	spec->key = text_to_cstring(PG_GETARG_TEXT_PP(key_arg));
 	(void) occ_gate_key_hash(spec->key, "key");
-	if (!PG_ARGISNULL(contention_arg) && spec->contention != OCC_CONTENTION_QUEUE)
+	if (!no_contention && spec->contention != OCC_CONTENTION_QUEUE)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("key is used only with contention => 'queue'"),
@@ -542,7 +546,8 @@ occ_retry(PG_FUNCTION_ARGS)
 	instr_time	start;
 	double		prev;
 	int			gated_failures = 0;
-	bool		report = (PG_NARGS() > OCC_RETRY_NARGS);
+	/* the form that reports returns a record, in 0.1.0's declarations too */
+	bool		report = (get_call_result_type(fcinfo, NULL, NULL) == TYPEFUNC_COMPOSITE);
 	TupleDesc	tupdesc = NULL;
 	Datum		values[2];
 	bool		nulls[2] = {false, false};

@@ -297,6 +297,13 @@ occ_stats(PG_FUNCTION_ARGS)
 
 	occ_require_shared();
 	InitMaterializedSRF(fcinfo, 0);
+	/* 0.1.0 declares 20 columns, without queued, total_wait_time, max_wait_time */
+	if (rsinfo->setDesc->natts != OCC_STATS_COLS && rsinfo->setDesc->natts != OCC_STATS_COLS - 3)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("occ.stats is declared with %d columns, which this version of pg_occ does not know",
+						rsinfo->setDesc->natts),
+				 errhint("Run ALTER EXTENSION pg_occ UPDATE.")));
 
 	LWLockAcquire(occ_shared->lock, LW_SHARED);
 	hash_seq_init(&scan, occ_hash);
@@ -335,9 +342,12 @@ occ_stats(PG_FUNCTION_ARGS)
 		values[i++] = Float8GetDatumFast(c.total_sleep_time);
 		values[i++] = Float8GetDatumFast(c.max_sleep_time);
 		values[i++] = Float8GetDatumFast(c.calls > 0 ? c.total_sleep_time / c.calls : 0);
-		values[i++] = Int64GetDatumFast(c.queued);
-		values[i++] = Float8GetDatumFast(c.total_wait_time);
-		values[i++] = Float8GetDatumFast(c.max_wait_time);
+		if (rsinfo->setDesc->natts == OCC_STATS_COLS)
+		{
+			values[i++] = Int64GetDatumFast(c.queued);
+			values[i++] = Float8GetDatumFast(c.total_wait_time);
+			values[i++] = Float8GetDatumFast(c.max_wait_time);
+		}
 		values[i++] = Float8GetDatumFast(c.total_time);
 		values[i++] = Float8GetDatumFast(c.calls > 0 ? c.total_time / c.calls : 0);
 		values[i++] = Float8GetDatumFast(c.calls > 0 ? (double) c.attempts / c.calls : 0);
@@ -346,7 +356,7 @@ occ_stats(PG_FUNCTION_ARGS)
 			hist[b] = Int64GetDatumFast(c.hist[b]);
 		values[i++] = PointerGetDatum(construct_array(hist, OCC_HIST_BUCKETS, INT8OID,
 													  sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		Assert(i == OCC_STATS_COLS);
+		Assert(i == rsinfo->setDesc->natts);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	LWLockRelease(occ_shared->lock);
