@@ -20,3 +20,18 @@ SELECT occ.stats_reset();
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM occ.stats_info;
 \echo :LAST_ERROR_SQLSTATE
+
+-- Queue mode works without preloading: there is no temperature, so a call
+-- runs its first attempt ungated and queues on the gate after it fails
+CREATE FUNCTION np_conflict_until_gated() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'
+                 AND objsubid = 20291 AND granted) THEN
+    RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
+  END IF;
+END $$;
+CALL occ.retry('SELECT np_conflict_until_gated(); UPDATE np SET v = v + 1',
+               contention => 'queue', key => 'np', base => '10min', cap => '10min', jitter => 'none');
+SELECT attempts, slept, outcome FROM occ.last_retry();
+SELECT v FROM np;
+SELECT count(*) AS gates_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 20291;

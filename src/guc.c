@@ -28,6 +28,7 @@ int			occ_max_attempts = 30;
 double		occ_factor = 2.0;
 int			occ_max_duration = 0;
 int			occ_isolation = XACT_SERIALIZABLE;
+int			occ_contention = OCC_CONTENTION_BACKOFF;
 char	   *occ_retry_sqlstates = NULL;
 bool		occ_log_retries = false;
 bool		occ_track_stats = true;
@@ -53,6 +54,13 @@ const struct config_enum_entry occ_isolation_options[] = {
 	{"serializable", XACT_SERIALIZABLE, false},
 	{"repeatable read", XACT_REPEATABLE_READ, false},
 	{"read committed", XACT_READ_COMMITTED, false},
+	{NULL, 0, false}
+};
+
+/* The spellings accepted by occ.contention and occ.retry's contention */
+const struct config_enum_entry occ_contention_options[] = {
+	{"backoff", OCC_CONTENTION_BACKOFF, false},
+	{"queue", OCC_CONTENTION_QUEUE, false},
 	{NULL, 0, false}
 };
 
@@ -162,6 +170,11 @@ occ_define_gucs(void)
 							 "Isolation level of the transactions run by occ.retry.",
 							 NULL,
 							 &occ_isolation, XACT_SERIALIZABLE, occ_isolation_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("occ.contention",
+							 "How occ.retry waits between attempts: backoff sleeps, queue waits on the gate of the key.",
+							 NULL,
+							 &occ_contention, OCC_CONTENTION_BACKOFF, occ_contention_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomStringVariable("occ.retry_sqlstates",
 							   "SQLSTATEs and SQLSTATE classes that occ.retry retries.",

@@ -4,9 +4,10 @@
  *		Module entry point of pg_occ.
  *
  * Loading the library defines the occ.* settings.  Loaded through
- * shared_preload_libraries, it also sets up the shared memory for occ.stats;
- * loaded any other way (CREATE EXTENSION, the first call), everything but
- * the statistics works.
+ * shared_preload_libraries, it also sets up the shared memory for occ.stats
+ * and for the temperature of queue mode's keys; loaded any other way (CREATE
+ * EXTENSION, the first call), everything but the statistics works, and
+ * queue mode queues a call only after its first failure.
  *
  *-------------------------------------------------------------------------
  */
@@ -27,5 +28,8 @@ _PG_init(void)
 {
 	occ_define_gucs();
 	if (process_shared_preload_libraries_in_progress)
+	{
 		occ_stats_init();
+		occ_gate_init();
+	}
 }

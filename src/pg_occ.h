@@ -5,8 +5,9 @@
  *
  * pg_occ retries optimistic transactions that fail with serialization
  * failures or deadlocks, sleeping a jittered exponential backoff between
- * attempts.  Each .c file has one purpose: GUCs, backoff math, sleeping,
- * the retry loop, the plan cache for bodies, and statistics.
+ * attempts or queueing on a gate per contention key.  Each .c file has one
+ * purpose: GUCs, SQLSTATE lists, backoff math, sleeping, the gate, the
+ * retry loop, the plan cache for bodies, and statistics.
  *
  * This header is also the one place that deals with PostgreSQL versions:
  * see "PostgreSQL version compatibility" below.
@@ -19,6 +20,7 @@
 #include "common/pg_prng.h"
 #include "fmgr.h"
 #include "nodes/pg_list.h"
+#include "storage/lock.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
@@ -61,7 +63,7 @@
 /*
  * occ_lock_held_by_me(tag, mode): does this backend hold the lock tag in
  * exactly mode?  17 added LockHeldByMe's third argument, orstronger (false
- * keeps the old meaning).  Needs storage/lock.h.
+ * keeps the old meaning).
  */
 #if PG_VERSION_NUM >= 170000
 #define occ_lock_held_by_me(tag, mode) LockHeldByMe((tag), (mode), false)
@@ -70,6 +72,13 @@
 #endif
 
 /* ---------------- end of version compatibility ---------------- */
+
+/* How occ.retry handles contention, in the order of occ.contention's options */
+typedef enum OccContention
+{
+	OCC_CONTENTION_BACKOFF,
+	OCC_CONTENTION_QUEUE
+} OccContention;
 
 /* Backoff strategies, in the order of the occ.jitter GUC's options */
 typedef enum OccJitter
@@ -119,6 +128,7 @@ typedef enum OccSqlstatesProblem
 /* guc.c */
 extern const struct config_enum_entry occ_jitter_options[];
 extern const struct config_enum_entry occ_isolation_options[];
+extern const struct config_enum_entry occ_contention_options[];
 extern const OccSqlstates *occ_retry_sqlstates_parsed;
 extern char *occ_enum_names(const struct config_enum_entry *options);
 extern double occ_base_delay;
@@ -128,6 +138,7 @@ extern int	occ_max_attempts;
 extern double occ_factor;
 extern int	occ_max_duration;
 extern int	occ_isolation;
+extern int	occ_contention;
 extern char *occ_retry_sqlstates;
 extern bool occ_log_retries;
 extern bool occ_track_stats;
@@ -150,7 +161,38 @@ extern void occ_sleep_usec(double usec);
 /* plan_cache.c */
 extern struct _SPI_plan *occ_body_plan(const char *sql, int nargs, Oid *argtypes);
 
-/* retry.c */
+/* gate.c */
+typedef struct OccGate
+{
+	LOCKTAG		tag;			/* the gate's lock */
+	uint64		hash;			/* of the key the gate belongs to */
+	uint64		body_hash;		/* of the body alone, when derived */
+	bool		derived;		/* key derived from the body and parameters */
+	bool		escalated;		/* moved to the gate of the body alone */
+	bool		held;			/* we hold the gate (as far as we know) */
+	bool		bypassed;		/* a wait failed: the call runs ungated */
+} OccGate;
+
+typedef enum OccGateWait
+{
+	OCC_GATE_TAKEN,
+	OCC_GATE_TIMED_OUT,			/* the timeout (max_duration) ran out */
+	OCC_GATE_UNAVAILABLE		/* deadlock, lock table full, lock_timeout */
+} OccGateWait;
+
+extern void occ_gate_init(void);
+extern uint64 occ_gate_key_hash(const char *key, const char *what);
+extern void occ_gate_prepare(OccGate *gate, const char *key, const char *sql,
+							 int nargs, const Oid *argtypes,
+							 const Datum *values, const char *nulls);
+extern bool occ_gate_admit(const OccGate *gate);
+extern void occ_gate_observe(const OccGate *gate, bool failed);
+extern OccGateWait occ_gate_wait(OccGate *gate, double timeout_usec);
+extern bool occ_gate_still_held(OccGate *gate);
+extern bool occ_gate_escalate(OccGate *gate);
+extern void occ_gate_release(OccGate *gate);
+
+/* sqlstate.c */
 extern OccSqlstatesProblem occ_parse_sqlstates(List *items, OccSqlstates *out,
 											   const char **bad);
 
@@ -165,6 +207,9 @@ typedef struct OccCallResult
 	bool		gave_up;		/* retryable failure, but out of attempts or time */
 	double		sleep_ms;		/* time spent sleeping */
 	double		max_sleep_ms;	/* longest single sleep */
+	bool		queued;			/* took the gate of its key */
+	double		wait_ms;		/* time spent waiting for the gate */
+	double		max_wait_ms;	/* longest single wait */
 	double		total_ms;		/* wall time of the whole call */
 	int			last_sqlerrcode;	/* of the last failed attempt, or 0 */
 } OccCallResult;

@@ -14,9 +14,14 @@
  *	   snapshots can be released and the transaction rolled back cleanly),
  *	   release the subtransaction and commit;
  *	3. on a retryable error, raised by a statement or by COMMIT (SSI raises
- *	   some failures only at commit), roll back, sleep the backoff while
- *	   holding no snapshot, no transaction id and no lock but the virtual
- *	   transaction id, and go again.
+ *	   some failures only at commit), roll back and, holding no snapshot and
+ *	   no transaction id, either sleep a jittered backoff (contention =>
+ *	   'backoff') or wait in FIFO order for the gate of the call's key
+ *	   (contention => 'queue', see gate.c), which the call then keeps until
+ *	   it ends; and go again.
+ *
+ * In queue mode a call whose key is hot takes the gate before its first
+ * attempt; the gate is released once the call commits, gives up or fails.
  *
  * Since PostgreSQL 15 (and 13.8, 14.5), a failing SPI_commit() has already
  * aborted and started a new transaction when it rethrows, so catching its
@@ -66,6 +71,8 @@ enum
 	ARG_MAX_DURATION,
 	ARG_ISOLATION,
 	ARG_RETRY_ON,
+	ARG_CONTENTION,
+	ARG_KEY,
 	OCC_RETRY_NARGS
 };
 
@@ -84,64 +91,9 @@ typedef struct OccRetrySpec
 	double		max_duration;	/* microseconds, 0 = no limit */
 	const char *isolation;		/* transaction_isolation spelling */
 	OccSqlstates *retry_on;
+	OccContention contention;
+	const char *key;			/* contention key given, or NULL */
 } OccRetrySpec;
-
-/*
- * occ_parse_sqlstate: a 5-character SQLSTATE or a 2-character class, digits
- * and letters (either case), spaces around it ignored.  Returns false if s
- * is neither.
- */
-static bool
-occ_parse_sqlstate(const char *s, int *code, bool *is_class)
-{
-	size_t		len;
-	char		c[5] = {'0', '0', '0', '0', '0'};
-
-	/* list items may be padded, as in "40001, 40P01" */
-	while (*s == ' ')
-		s++;
-	len = strlen(s);
-	while (len > 0 && s[len - 1] == ' ')
-		len--;
-
-	if (len != 2 && len != 5)
-		return false;
-	for (size_t i = 0; i < len; i++)
-	{
-		c[i] = pg_toupper((unsigned char) s[i]);
-		if (!((c[i] >= '0' && c[i] <= '9') || (c[i] >= 'A' && c[i] <= 'Z')))
-			return false;
-	}
-	*is_class = (len == 2);
-	*code = MAKE_SQLSTATE(c[0], c[1], c[2], c[3], c[4]);
-	return true;
-}
-
-/*
- * occ_parse_sqlstates: parse a list of SQLSTATEs and classes (C strings, NULL
- * allowed and refused) into out, which has room for all of them.  On a
- * problem, *bad is the offending item.  Shared by the retry_on argument and
- * the check hook of occ.retry_sqlstates.
- */
-OccSqlstatesProblem
-occ_parse_sqlstates(List *items, OccSqlstates *out, const char **bad)
-{
-	ListCell   *lc;
-
-	out->n = 0;
-	foreach(lc, items)
-	{
-		OccSqlstate *item = &out->items[out->n];
-
-		*bad = lfirst(lc);
-		if (*bad == NULL || !occ_parse_sqlstate(*bad, &item->code, &item->is_class))
-			return OCC_SQLSTATES_INVALID;
-		if (!item->is_class && item->code == ERRCODE_QUERY_CANCELED)
-			return OCC_SQLSTATES_CANCEL;
-		out->n++;
-	}
-	return OCC_SQLSTATES_OK;
-}
 
 /*
  * occ_require_nonatomic: occ.retry commits, so it must be CALLed where
@@ -238,6 +190,49 @@ occ_parse_retry_on(FunctionCallInfo fcinfo, int argno, OccRetrySpec *spec)
 	}
 }
 
+/*
+ * occ_parse_contention: the contention mode (the argument, or
+ * occ.contention) and the key.  A key given together with an explicit
+ * contention => 'backoff' is a contradiction; with backoff only from the
+ * setting it is kept unused, so that applications need not change when an
+ * administrator switches modes.
+ */
+static void
+occ_parse_contention(FunctionCallInfo fcinfo, int contention_arg, int key_arg,
+					 OccRetrySpec *spec)
+{
+	/* 0.1.0's declarations have no contention and key: take them as NULL */
+	bool		no_contention = contention_arg >= PG_NARGS() || PG_ARGISNULL(contention_arg);
+	bool		no_key = key_arg >= PG_NARGS() || PG_ARGISNULL(key_arg);
+
+	spec->contention = occ_contention;
+	if (!no_contention)
+	{
+		char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(contention_arg));
+		const struct config_enum_entry *e = occ_contention_options;
+
+		while (e->name != NULL && pg_strcasecmp(name, e->name) != 0)
+			e++;
+		if (e->name == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown contention mode \"%s\"", name),
+					 errhint("Valid modes are: %s.", occ_enum_names(occ_contention_options))));
+		spec->contention = e->val;
+	}
+
+	spec->key = NULL;
+	if (no_key)
+		return;
+	spec->key = text_to_cstring(PG_GETARG_TEXT_PP(key_arg));
+	(void) occ_gate_key_hash(spec->key, "key");
+	if (!no_contention && spec->contention != OCC_CONTENTION_QUEUE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("key is used only with contention => 'queue'"),
+				 errhint("Drop key, or pass contention => 'queue'.")));
+}
+
 /* occ_param_types: bind the fields of the params record as $1, $2, ... */
 static void
 occ_param_types(HeapTupleHeader rec, OccRetrySpec *spec)
@@ -317,6 +312,14 @@ occ_read_spec(FunctionCallInfo fcinfo, int shift, OccRetrySpec *spec)
 	spec->isolation = PG_ARGISNULL(ARG_ISOLATION + shift) ? occ_level_of_setting() :
 		occ_parse_isolation(text_to_cstring(PG_GETARG_TEXT_PP(ARG_ISOLATION + shift)));
 	occ_parse_retry_on(fcinfo, ARG_RETRY_ON + shift, spec);
+	occ_parse_contention(fcinfo, ARG_CONTENTION + shift, ARG_KEY + shift, spec);
+}
+
+/* occ_plural: "s" unless n is 1, for messages that count attempts */
+static const char *
+occ_plural(int n)
+{
+	return n == 1 ? "" : "s";
 }
 
 /* occ_is_retryable: does this SQLSTATE call for another attempt? */
@@ -441,18 +444,110 @@ occ_give_up(ErrorData *edata, const char *why)
 }
 
 /*
+ * occ_classify: count a failed attempt by its SQLSTATE
+ */
+static void
+occ_classify(OccCallResult *result, int sqlerrcode)
+{
+	result->last_sqlerrcode = sqlerrcode;
+	if (sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE)
+		result->serialization_failures++;
+	else if (sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED)
+		result->deadlocks++;
+	else
+		result->other_failures++;
+}
+
+/*
+ * occ_sleep_between: sleep delay microseconds between attempts, holding no
+ * snapshot and no transaction id, only the virtual transaction id.  An
+ * interrupt ends the call, accounted.
+ */
+static void
+occ_sleep_between(const OccRetrySpec *spec, OccCallResult *result,
+				  instr_time start, MemoryContext callcxt, double delay)
+{
+	instr_time	from;
+
+	InvalidateCatalogSnapshot();
+	INSTR_TIME_SET_CURRENT(from);
+	PG_TRY();
+	{
+		occ_sleep_usec(delay);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(callcxt);
+		result->last_sqlerrcode = CopyErrorData()->sqlerrcode;
+		occ_account(spec, result, start);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	delay = occ_elapsed_usec(from) / 1000.0;
+	result->sleep_ms += delay;
+	result->max_sleep_ms = Max(result->max_sleep_ms, delay);
+}
+
+/*
+ * occ_wait_gate: wait for the call's gate, like a sleep between
+ * transactions, within what is left of max_duration.  An interrupt ends the
+ * call, accounted.
+ */
+static OccGateWait
+occ_wait_gate(const OccRetrySpec *spec, OccCallResult *result, OccGate *gate,
+			  instr_time start, MemoryContext callcxt)
+{
+	instr_time	from;
+	OccGateWait outcome;
+	double		waited;
+	double		timeout = 0;
+
+	if (spec->max_duration > 0)
+	{
+		timeout = spec->max_duration - occ_elapsed_usec(start);
+		if (timeout <= 0)
+			return OCC_GATE_TIMED_OUT;
+	}
+
+	InvalidateCatalogSnapshot();
+	INSTR_TIME_SET_CURRENT(from);
+	PG_TRY();
+	{
+		outcome = occ_gate_wait(gate, timeout);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(callcxt);
+		result->last_sqlerrcode = CopyErrorData()->sqlerrcode;
+		result->wait_ms += occ_elapsed_usec(from) / 1000.0;
+		occ_account(spec, result, start);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	waited = occ_elapsed_usec(from) / 1000.0;
+	result->wait_ms += waited;
+	result->max_wait_ms = Max(result->max_wait_ms, waited);
+	result->queued |= (outcome == OCC_GATE_TAKEN);
+	return outcome;
+}
+
+/*
  * occ_retry: the procedure.  See the file header for the sequence of
- * transactions.
+ * transactions.  The two contention modes differ only in what happens
+ * between attempts: backoff sleeps, queue waits for the gate of the key.
  */
 Datum
 occ_retry(PG_FUNCTION_ARGS)
 {
 	OccRetrySpec spec;
 	OccCallResult result;
+	OccGate    *gate = NULL;
 	MemoryContext callcxt;
 	instr_time	start;
 	double		prev;
-	bool		report = (PG_NARGS() > OCC_RETRY_NARGS);
+	int			gated_failures = 0;
+	/* the form that reports returns a record, in 0.1.0's declarations too */
+	bool		report = (get_call_result_type(fcinfo, NULL, NULL) == TYPEFUNC_COMPOSITE);
 	TupleDesc	tupdesc = NULL;
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
@@ -477,81 +572,118 @@ occ_retry(PG_FUNCTION_ARGS)
 
 	SPI_connect_ext(SPI_OPT_NONATOMIC);
 	callcxt = CurrentMemoryContext;
+	if (spec.contention == OCC_CONTENTION_QUEUE)
+	{
+		gate = palloc(sizeof(OccGate));
+		occ_gate_prepare(gate, spec.key, spec.sql, spec.nargs, spec.argtypes,
+						 spec.values, spec.nulls);
+	}
 	SPI_commit();
 
-	for (;;)
+	/* queue mode: a call on a hot key queues before its first attempt */
+	if (gate != NULL && occ_gate_admit(gate))
+		(void) occ_wait_gate(&spec, &result, gate, start, callcxt);
+
+	PG_TRY();
 	{
-		ErrorData  *edata;
-		double		delay;
-		char	   *why;
-		instr_time	slept_from;
-
-		result.attempts++;
-		edata = occ_run_attempt(&spec, callcxt);
-		if (edata == NULL)
+		for (;;)
 		{
-			result.committed = true;
-			break;
-		}
+			ErrorData  *edata;
+			double		delay;
+			char	   *why = NULL;
 
-		result.last_sqlerrcode = edata->sqlerrcode;
-		if (edata->sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE)
-			result.serialization_failures++;
-		else if (edata->sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED)
-			result.deadlocks++;
-		else
-			result.other_failures++;
+			result.attempts++;
+			edata = occ_run_attempt(&spec, callcxt);
+			if (gate != NULL)
+				occ_gate_observe(gate, edata != NULL);
+			if (edata == NULL)
+			{
+				result.committed = true;
+				break;
+			}
 
-		if (!occ_is_retryable(&spec, edata->sqlerrcode))
-		{
-			occ_account(&spec, &result, start);
-			ReThrowError(edata);
-		}
+			occ_classify(&result, edata->sqlerrcode);
+			if (!occ_is_retryable(&spec, edata->sqlerrcode))
+			{
+				occ_account(&spec, &result, start);
+				ReThrowError(edata);
+			}
+			if (result.attempts >= spec.max_attempts)
+				why = psprintf("gave up after %d attempt%s", result.attempts,
+							   occ_plural(result.attempts));
 
-		delay = occ_backoff_delay(&spec.backoff, result.attempts - 1, prev,
-								  occ_random_draw());
-		prev = Max(delay, spec.backoff.base);
-		why = NULL;
-		if (result.attempts >= spec.max_attempts)
-			why = psprintf("gave up after %d attempt%s", result.attempts,
-						   result.attempts == 1 ? "" : "s");
-		else if (spec.max_duration > 0 &&
-				 occ_elapsed_usec(start) + delay > spec.max_duration)
-			why = psprintf("gave up after %d attempts: the next delay of %.3f ms would exceed max_duration",
-						   result.attempts, delay / 1000.0);
-		if (why != NULL)
-		{
-			result.gave_up = true;
-			occ_account(&spec, &result, start);
-			occ_give_up(edata, why);
-		}
+			/*
+			 * Queue mode: instead of sleeping, wait for the gate of the key
+			 * (or, when a gated attempt lost to a caller of another derived
+			 * key, for the gate of the body alone).  The gate is kept across
+			 * the call's further attempts.  If the wait cannot be had
+			 * (deadlock, lock table full, lock_timeout), back off instead.
+			 */
+			if (why == NULL && gate != NULL && !gate->bypassed &&
+				(!occ_gate_still_held(gate) || occ_gate_escalate(gate)))
+			{
+				if (occ_log_retries)
+					ereport(LOG,
+							(errmsg("occ.retry attempt %d failed with SQLSTATE %s, waiting for the gate",
+									result.attempts, unpack_sql_state(edata->sqlerrcode))));
+				switch (occ_wait_gate(&spec, &result, gate, start, callcxt))
+				{
+					case OCC_GATE_TAKEN:
+						FreeErrorData(edata);
+						continue;
+					case OCC_GATE_TIMED_OUT:
+						why = psprintf("gave up after %d attempt%s: max_duration ran out while waiting for the gate",
+									   result.attempts, occ_plural(result.attempts));
+						break;
+					case OCC_GATE_UNAVAILABLE:
+						break;
+				}
+			}
 
-		if (occ_log_retries)
-			ereport(LOG,
-					(errmsg("occ.retry attempt %d failed with SQLSTATE %s, retrying in %.3f ms",
-							result.attempts, unpack_sql_state(edata->sqlerrcode), delay / 1000.0)));
-		FreeErrorData(edata);
+			/*
+			 * Backoff mode, and a gated attempt that failed: sleep a
+			 * jittered delay (a gated call counts only its gated failures,
+			 * so that it stays short).
+			 */
+			if (gate != NULL && gate->held)
+				delay = occ_backoff_delay(&spec.backoff, gated_failures++, spec.backoff.base,
+										  occ_random_draw());
+			else
+			{
+				delay = occ_backoff_delay(&spec.backoff, result.attempts - 1, prev,
+										  occ_random_draw());
+				prev = Max(delay, spec.backoff.base);
+			}
+			if (why == NULL && spec.max_duration > 0 &&
+				occ_elapsed_usec(start) + delay > spec.max_duration)
+				why = psprintf("gave up after %d attempt%s: the next delay of %.3f ms would exceed max_duration",
+							   result.attempts, occ_plural(result.attempts), delay / 1000.0);
+			if (why != NULL)
+			{
+				result.gave_up = true;
+				occ_account(&spec, &result, start);
+				occ_give_up(edata, why);
+			}
 
-		/* No snapshot, no xid: only the virtual xid is held while we sleep */
-		InvalidateCatalogSnapshot();
-		INSTR_TIME_SET_CURRENT(slept_from);
-		PG_TRY();
-		{
-			occ_sleep_usec(delay);
+			if (occ_log_retries)
+				ereport(LOG,
+						(errmsg("occ.retry attempt %d failed with SQLSTATE %s, retrying in %.3f ms",
+								result.attempts, unpack_sql_state(edata->sqlerrcode), delay / 1000.0)));
+			FreeErrorData(edata);
+			occ_sleep_between(&spec, &result, start, callcxt, delay);
 		}
-		PG_CATCH();
-		{
-			MemoryContextSwitchTo(callcxt);
-			result.last_sqlerrcode = CopyErrorData()->sqlerrcode;
-			occ_account(&spec, &result, start);
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-		delay = occ_elapsed_usec(slept_from) / 1000.0;
-		result.sleep_ms += delay;
-		result.max_sleep_ms = Max(result.max_sleep_ms, delay);
 	}
+	PG_CATCH();
+	{
+		if (gate != NULL)
+			occ_gate_release(gate);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 
+	/* the attempt has committed: pass the gate on */
+	if (gate != NULL)
+		occ_gate_release(gate);
 	occ_account(&spec, &result, start);
 	SPI_finish();
 

@@ -48,7 +48,7 @@ PG_FUNCTION_INFO_V1(occ_last_retry);
 /* Attempts-per-call histogram buckets: 1, 2, 3-4, 5-8, 9-16, 17 and more */
 #define OCC_HIST_BUCKETS 6
 
-#define OCC_STATS_COLS 20
+#define OCC_STATS_COLS 23
 
 typedef struct OccStatsKey
 {
@@ -69,6 +69,9 @@ typedef struct OccCounters
 	int64		other_failures;
 	double		total_sleep_time;	/* ms */
 	double		max_sleep_time; /* ms */
+	int64		queued;			/* calls that took the gate of their key */
+	double		total_wait_time;	/* ms, waiting for the gate */
+	double		max_wait_time;	/* ms */
 	double		total_time;		/* ms */
 	int64		max_attempts;	/* most attempts in one call */
 	int64		hist[OCC_HIST_BUCKETS];
@@ -267,6 +270,9 @@ occ_stats_record(const char *sql, const OccCallResult *result)
 		c->other_failures += result->other_failures;
 		c->total_sleep_time += result->sleep_ms;
 		c->max_sleep_time = Max(c->max_sleep_time, result->max_sleep_ms);
+		c->queued += result->queued ? 1 : 0;
+		c->total_wait_time += result->wait_ms;
+		c->max_wait_time = Max(c->max_wait_time, result->max_wait_ms);
 		c->total_time += result->total_ms;
 		c->max_attempts = Max(c->max_attempts, result->attempts);
 		c->hist[occ_hist_bucket(result->attempts)]++;
@@ -291,6 +297,13 @@ occ_stats(PG_FUNCTION_ARGS)
 
 	occ_require_shared();
 	InitMaterializedSRF(fcinfo, 0);
+	/* 0.1.0 declares 20 columns, without queued, total_wait_time, max_wait_time */
+	if (rsinfo->setDesc->natts != OCC_STATS_COLS && rsinfo->setDesc->natts != OCC_STATS_COLS - 3)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("occ.stats is declared with %d columns, which this version of pg_occ does not know",
+						rsinfo->setDesc->natts),
+				 errhint("Run ALTER EXTENSION pg_occ UPDATE.")));
 
 	LWLockAcquire(occ_shared->lock, LW_SHARED);
 	hash_seq_init(&scan, occ_hash);
@@ -329,6 +342,12 @@ occ_stats(PG_FUNCTION_ARGS)
 		values[i++] = Float8GetDatumFast(c.total_sleep_time);
 		values[i++] = Float8GetDatumFast(c.max_sleep_time);
 		values[i++] = Float8GetDatumFast(c.calls > 0 ? c.total_sleep_time / c.calls : 0);
+		if (rsinfo->setDesc->natts == OCC_STATS_COLS)
+		{
+			values[i++] = Int64GetDatumFast(c.queued);
+			values[i++] = Float8GetDatumFast(c.total_wait_time);
+			values[i++] = Float8GetDatumFast(c.max_wait_time);
+		}
 		values[i++] = Float8GetDatumFast(c.total_time);
 		values[i++] = Float8GetDatumFast(c.calls > 0 ? c.total_time / c.calls : 0);
 		values[i++] = Float8GetDatumFast(c.calls > 0 ? (double) c.attempts / c.calls : 0);
@@ -337,7 +356,7 @@ occ_stats(PG_FUNCTION_ARGS)
 			hist[b] = Int64GetDatumFast(c.hist[b]);
 		values[i++] = PointerGetDatum(construct_array(hist, OCC_HIST_BUCKETS, INT8OID,
 													  sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		Assert(i == OCC_STATS_COLS);
+		Assert(i == rsinfo->setDesc->natts);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	LWLockRelease(occ_shared->lock);
@@ -383,15 +402,16 @@ occ_stats_reset(PG_FUNCTION_ARGS)
 }
 
 /*
- * occ.last_retry(): attempts, sleep, last SQLSTATE and outcome of this
- * session's last occ.retry call; NULLs before the first.
+ * occ.last_retry(): attempts, sleep, last SQLSTATE, outcome, duration and
+ * wait for the gate of this session's last occ.retry call; NULLs before the
+ * first.
  */
 Datum
 occ_last_retry(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[5];
-	bool		nulls[5] = {true, true, true, true, true};
+	Datum		values[6];
+	bool		nulls[6] = {true, true, true, true, true, true};
 	const OccCallResult *r = &occ_last.result;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -408,6 +428,7 @@ occ_last_retry(PG_FUNCTION_ARGS)
 		values[3] = CStringGetTextDatum(r->committed ? "committed" :
 										r->gave_up ? "gave up" : "error");
 		values[4] = PointerGetDatum(occ_usec_to_interval(rint(r->total_ms * 1000.0)));
+		values[5] = PointerGetDatum(occ_usec_to_interval(rint(r->wait_ms * 1000.0)));
 	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -14,7 +14,8 @@
 #   that preloads pg_occ runs
 #     - pg_regress (sql/, expected/) and the isolation specs (test/specs/),
 #     - pgTAP (test/tap/) with pg_prove,
-#     - the stress check (test/stress.sh) and the interrupt check (test/interrupt.sh),
+#     - the stress check (test/stress.sh) in backoff and in queue mode, and the
+#       interrupt checks of a sleeping and of a queued call (test/interrupt*.sh),
 #     - the benchmark's quick mode (test/bench/run.sh --quick), which checks
 #       the pgbench scripts and the lost-update invariant, not speed;
 #   in a cluster that does not preload it, the not_preloaded test; and the
@@ -59,7 +60,9 @@ in_cluster() {
     psql -X -q -c "CREATE EXTENSION IF NOT EXISTS pg_occ" postgres
     pg_prove --ext .sql -d postgres test/tap/
     test/stress.sh
+    CONTENTION=queue CLIENTS=96 test/stress.sh
     test/interrupt.sh
+    test/interrupt_queue.sh
     test/bench/run.sh --quick --existing --out "$(mktemp -d)"
 }
 

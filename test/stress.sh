@@ -4,12 +4,16 @@
 # number of calls pgbench saw succeed, and with statistics the sums of
 # occ.stats must match the work done (calls, commits, give-ups, attempts).
 #
+# CONTENTION=queue runs the calls in queue mode (each call queues on the
+# row's gate); then occ.stats must also show queued calls.
+#
 # Runs against the server in PG* (test/run.sh starts one); needs pg_occ
 # preloaded for the statistics part.
 set -euo pipefail
 
 CLIENTS=${CLIENTS:-32}
 CALLS_PER_CLIENT=${CALLS_PER_CLIENT:-100}
+CONTENTION=${CONTENTION:-backoff}
 DB=occ_stress
 
 fail() { echo "stress: FAIL: $*" >&2; exit 1; }
@@ -25,29 +29,34 @@ trap 'rm -f "$script"' EXIT
 cat > "$script" <<'SQL'
 CALL occ.retry('SELECT set_config(''stress.v'', v::text, true) FROM hot WHERE id = 1;
                 UPDATE hot SET v = current_setting(''stress.v'')::bigint + 1 WHERE id = 1',
-               isolation => 'repeatable read', max_attempts => 20, base => '100us', cap => '20ms');
+               isolation => 'repeatable read', max_attempts => 20, base => '100us', cap => '20ms',
+               contention => ':contention');
 SQL
 
-out=$(pgbench -n -d "$DB" -c "$CLIENTS" -j 2 -t "$CALLS_PER_CLIENT" -f "$script" 2>&1) || true
+out=$(pgbench -n -d "$DB" -c "$CLIENTS" -j 2 -t "$CALLS_PER_CLIENT" -D contention="$CONTENTION" -f "$script" 2>&1) || true
 processed=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
 failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")
 [ -n "$processed" ] || fail "pgbench did not run: $out"
 failed=${failed:-0}
 value=$(sql "SELECT v FROM hot WHERE id = 1")
 
-echo "stress: $CLIENTS clients x $CALLS_PER_CLIENT calls: $processed committed, $failed gave up, counter $value"
+echo "stress ($CONTENTION): $CLIENTS clients x $CALLS_PER_CLIENT calls: $processed committed, $failed gave up, counter $value"
 [ "$((processed + failed))" -eq "$((CLIENTS * CALLS_PER_CLIENT))" ] || fail "pgbench lost calls"
 [ "$value" -eq "$processed" ] || fail "counter $value != $processed committed calls"
 
-read -r calls commits gave_up errors attempts failures < <(sql "
-  SELECT calls, commits, gave_up, errors, attempts, serialization_failures + deadlocks + other_failures
+read -r calls commits gave_up errors attempts failures queued < <(sql "
+  SELECT calls, commits, gave_up, errors, attempts, serialization_failures + deadlocks + other_failures, queued
     FROM occ.stats WHERE query LIKE '%stress.v%'" | tr '|' ' ')
-echo "stress: occ.stats: calls $calls, commits $commits, gave_up $gave_up, attempts $attempts, failed attempts $failures"
+echo "stress: occ.stats: calls $calls, commits $commits, gave_up $gave_up, attempts $attempts, failed attempts $failures, queued $queued"
 [ "$calls" -eq "$((CLIENTS * CALLS_PER_CLIENT))" ] || fail "occ.stats calls $calls"
 [ "$commits" -eq "$processed" ] || fail "occ.stats commits $commits != $processed"
 [ "$gave_up" -eq "$failed" ] || fail "occ.stats gave_up $gave_up != $failed"
 [ "$errors" -eq 0 ] || fail "occ.stats errors $errors"
 [ "$attempts" -eq "$((commits + failures))" ] || fail "attempts $attempts != commits + failed attempts"
 [ "$failures" -gt 0 ] || fail "no conflicts at all: the check did not exercise retries"
+if [ "$CONTENTION" = queue ]; then
+    [ "$queued" -gt 0 ] || fail "queue mode, but no call queued"
+    [ "$gave_up" -eq 0 ] || fail "queue mode: $gave_up calls gave up"
+fi
 dropdb "$DB"
 echo "stress: ok"

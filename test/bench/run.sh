@@ -13,13 +13,25 @@
 #                   (jitter, base, cap, max_attempts); only the isolation is set
 #   occ-<jitter>    CALL occ.retry(..., jitter => <jitter>, base, cap) for
 #                   none full equal decorrelated bounded multiplicative normal
+#   occ-backoff     occ.retry with the defaults, contention => 'backoff'
+#   occ-queue       occ.retry with the defaults, contention => 'queue' (key
+#                   derived from the body and its parameters)
+#   occ-queue-key   the same with key => 'hot:' || id
+#   mixed-gate      half occ-queue-key calls, half lock-based writers
+#                   (pessimistic_gate.sql) that call occ.gate('hot:1') first
+#   mixed-nogate    the same, the writers without occ.gate (pessimistic-1rt)
 #
-# Two modes:
+# Modes:
 #   sweep       clients x work_ms x forms, --duration seconds each: commits/s,
 #               attempts per commit, p50/p99/max latency, give-ups.
 #   fixed-work  seed 000 (AWS, "Exponential Backoff And Jitter"): N clients
 #               each commit ONE update (pgbench -t 1); total attempts ("work")
 #               and the time until all are done.
+#   contention  queue mode's targets: 64 and 128 clients, 1 ms of work,
+#               pessimistic-1rt, occ-backoff, occ-queue and occ-queue-key
+#               side by side, medians of --rounds interleaved rounds; then
+#               the guard workloads (1,000 uniform rows, 50% on one row, 1
+#               client, lock-based writers mixed in), each interleaved too.
 #
 # After every run the hot row must have grown by exactly the number of
 # commits pgbench counted (and, for occ forms, occ.stats must agree): if
@@ -41,7 +53,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SELF="$HERE/$(basename "${BASH_SOURCE[0]}")"
 PGB=$(cd "$HERE/../pgbench" && pwd)
-ALL_FORMS="pessimistic pessimistic-1rt pgbench-retry occ-defaults occ-none occ-full occ-equal occ-decorrelated occ-bounded occ-multiplicative occ-normal"
+ALL_FORMS="pessimistic pessimistic-1rt pgbench-retry occ-defaults occ-backoff occ-queue occ-queue-key occ-none occ-full occ-equal occ-decorrelated occ-bounded occ-multiplicative occ-normal"
+EXTRA_FORMS="mixed-gate mixed-nogate"
 
 # Defaults (the default run; --quick and --full change some of them)
 CLIENTS="1 4 16 64 128"
@@ -58,9 +71,15 @@ ISO="repeatable read"
 OUT="$HERE/results"
 OVERHEAD_FORMS="bare occ-bare occ-bare-nostats"
 OVERHEAD_REPS=5
+CONTENTION_CLIENTS="64 128"
+CONTENTION_FORMS="pessimistic-1rt occ-backoff occ-queue occ-queue-key"
+GUARD_CLIENTS=64
+ROUNDS=3
+HOT_PCT=100
 DO_SWEEP=1
 DO_FIXED=1
 DO_OVERHEAD=1
+DO_CONTENTION=1
 EXISTING=0
 KEEP_LOGS=0
 
@@ -77,10 +96,13 @@ Usage: $0 [options]
   --fixed-clients "N"  fixed-work client counts     (default: $FIXED_CLIENTS)
   --fixed-work-ms MS   work_ms of fixed-work runs   (default: $FIXED_WORK_MS)
   --reps R             fixed-work repetitions, averaged (default: $REPS)
-  --sweep-only | --fixed-work-only | --overhead-only
+  --sweep-only | --fixed-work-only | --overhead-only | --contention-only
                        (overhead: 1 client, one UPDATE, bare vs CALL occ.retry
                        with stats on and off, interleaved, --duration s each,
-                       $OVERHEAD_REPS times)
+                       $OVERHEAD_REPS times; contention: queue mode's targets
+                       and guard workloads, see the header)
+  --contention-clients "64 128"  client counts of the contention mode
+  --rounds R           interleaved rounds of the contention mode (default: $ROUNDS)
   --max-attempts N     occ.retry max_attempts and pgbench --max-tries (default: $MAX_ATTEMPTS)
   --base I --cap I     occ.retry base and cap       (default: $BASE, $CAP)
   --isolation L        of pgbench-retry and occ-*   (default: $ISO)
@@ -106,7 +128,8 @@ progress() {
 parse_args() {
 	while [ $# -gt 0 ]; do
 		case $1 in
-			--quick) CLIENTS="1 8"; DURATION=1; FIXED_CLIENTS="1 10"; REPS=1 ;;
+			--quick) CLIENTS="1 8"; DURATION=1; FIXED_CLIENTS="1 10"; REPS=1
+				CONTENTION_CLIENTS=8; GUARD_CLIENTS=8; ROUNDS=1 ;;
 			--full) DURATION=30; REPS=3 ;;
 			--clients) CLIENTS=$2; shift ;;
 			--duration) DURATION=$2; shift ;;
@@ -115,9 +138,12 @@ parse_args() {
 			--fixed-clients) FIXED_CLIENTS=$2; shift ;;
 			--fixed-work-ms) FIXED_WORK_MS=$2; shift ;;
 			--reps) REPS=$2; shift ;;
-			--sweep-only) DO_FIXED=0; DO_OVERHEAD=0 ;;
-			--fixed-work-only) DO_SWEEP=0; DO_OVERHEAD=0 ;;
-			--overhead-only) DO_SWEEP=0; DO_FIXED=0 ;;
+			--sweep-only) DO_FIXED=0; DO_OVERHEAD=0; DO_CONTENTION=0 ;;
+			--fixed-work-only) DO_SWEEP=0; DO_OVERHEAD=0; DO_CONTENTION=0 ;;
+			--overhead-only) DO_SWEEP=0; DO_FIXED=0; DO_CONTENTION=0 ;;
+			--contention-only) DO_SWEEP=0; DO_FIXED=0; DO_OVERHEAD=0 ;;
+			--contention-clients) CONTENTION_CLIENTS=$2; shift ;;
+			--rounds) ROUNDS=$2; shift ;;
 			--max-attempts) MAX_ATTEMPTS=$2; shift ;;
 			--base) BASE=$2; shift ;;
 			--cap) CAP=$2; shift ;;
@@ -139,7 +165,7 @@ parse_args() {
 
 # uses_occ: do the selected forms (or the overhead mode) need the extension?
 uses_occ() {
-	[ "$DO_OVERHEAD" = 1 ] || [[ " $FORMS " == *" occ-"* ]]
+	[ "$DO_OVERHEAD" = 1 ] || [ "$DO_CONTENTION" = 1 ] || [[ " $FORMS " == *" occ-"* ]]
 }
 
 # enter_cluster ARGS...: re-run this script inside a throwaway cluster, unless
@@ -179,10 +205,19 @@ prepare_db() {
 	fi
 }
 
+# add_occ_defaults SCRIPT CONTENTION: append to FORM_ARGS occ_retry.sql (as
+# SCRIPT, which may carry a weight) with the server's occ.* settings, as a
+# call that omits them would get, and the given contention mode
+add_occ_defaults() {
+	FORM_ARGS+=(-f "$1" -D "iso=$ISO" -D "contention=$2"
+		-D "max_attempts=$(sql "SHOW occ.max_attempts")" -D "jitter=$(sql "SHOW occ.jitter")"
+		-D "base=$(sql "SHOW occ.base_delay")" -D "cap=$(sql "SHOW occ.max_delay")")
+}
+
 # set_form_args FORM WORK_MS: pgbench arguments of a form in FORM_ARGS
 set_form_args() {
 	local form=$1 work=$2
-	FORM_ARGS=(-D "work_ms=$work")
+	FORM_ARGS=(-D "work_ms=$work" -D "hot_pct=$HOT_PCT" -D "keyprefix=NULL")
 	FORM_PGOPTIONS=""
 	case $form in
 		pessimistic)
@@ -199,12 +234,23 @@ set_form_args() {
 		pgbench-retry)
 			FORM_ARGS+=(-f "$PGB/occ_pgbench.sql" -D "iso=$ISO" --max-tries="$MAX_ATTEMPTS") ;;
 		occ-defaults)
-			# the server's occ.* settings, as a call that omits them would get
-			FORM_ARGS+=(-f "$PGB/occ_retry.sql" -D "iso=$ISO"
-				-D "max_attempts=$(sql "SHOW occ.max_attempts")" -D "jitter=$(sql "SHOW occ.jitter")"
-				-D "base=$(sql "SHOW occ.base_delay")" -D "cap=$(sql "SHOW occ.max_delay")") ;;
+			add_occ_defaults "$PGB/occ_retry.sql" "$(sql "SHOW occ.contention")" ;;
+		occ-backoff)
+			add_occ_defaults "$PGB/occ_retry.sql" backoff ;;
+		occ-queue)
+			add_occ_defaults "$PGB/occ_retry.sql" queue ;;
+		occ-queue-key)
+			add_occ_defaults "$PGB/occ_retry.sql" queue
+			FORM_ARGS+=(-D "keyprefix='hot:'") ;;
+		mixed-gate)
+			# script 1: occ-queue-key for half of the calls; script 2: writers
+			add_occ_defaults "$PGB/occ_retry.sql@1" queue
+			FORM_ARGS+=(-D "keyprefix='hot:'" -f "$PGB/pessimistic_gate.sql@1") ;;
+		mixed-nogate)
+			add_occ_defaults "$PGB/occ_retry.sql@1" queue
+			FORM_ARGS+=(-D "keyprefix='hot:'" -f "$PGB/pessimistic_1rt.sql@1") ;;
 		occ-*)
-			FORM_ARGS+=(-f "$PGB/occ_retry.sql" -D "iso=$ISO" -D "max_attempts=$MAX_ATTEMPTS"
+			FORM_ARGS+=(-f "$PGB/occ_retry.sql" -D "iso=$ISO" -D "max_attempts=$MAX_ATTEMPTS" -D contention=backoff
 				-D "jitter=${form#occ-}" -D "base=$BASE" -D "cap=$CAP") ;;
 	esac
 }
@@ -229,6 +275,12 @@ latency_stats() {
 	echo "${pct:-- - -} ${span:--}"
 }
 
+# script_commits FILE N: transactions of the N-th script in a pgbench report
+script_commits() {
+	awk -v n="$2" '$1 == "SQL" && $2 == "script" && $3 == n ":" { in_script = 1; next }
+		in_script && / transactions \(/ { print $2; exit }' "$1"
+}
+
 # occ_stats: "attempts commits gave_up" summed over occ.stats
 occ_stats() {
 	sql "SELECT coalesce(sum(attempts), 0), coalesce(sum(commits), 0), coalesce(sum(gave_up), 0) FROM occ.stats" | tr '|' ' '
@@ -239,7 +291,7 @@ run_one() {
 	local mode=$1 form=$2 clients=$3 work=$4 rep=$5
 	local dir="$OUT/runs/$mode-$form-c$clients-w$work-r$rep"
 	local length threads before after commits failed retries tps attempts
-	local s_commits s_gave_up p50 p99 max completion per_commit
+	local s_commits s_gave_up p50 p99 max completion per_commit occ_commits="" writer_commits=""
 	mkdir -p "$dir"
 	rm -f "$dir"/log.*
 	if [ "$mode" = fixed ]; then length=(-t 1); else length=(-T "$DURATION"); fi
@@ -248,25 +300,34 @@ run_one() {
 
 	sql "VACUUM hot" >/dev/null
 	[ "$STATS" = 1 ] && sql "SELECT occ.stats_reset()" >/dev/null
-	before=$(sql "SELECT v FROM hot WHERE id = 1")
+	before=$(sql "SELECT sum(v) FROM hot")
 	PGOPTIONS="$FORM_PGOPTIONS" pgbench -n -c "$clients" -j "$threads" "${length[@]}" -l --log-prefix="$dir/log" \
 		"${FORM_ARGS[@]}" >"$dir/pgbench.out" 2>"$dir/pgbench.err" ||
 		die "pgbench failed ($form, $clients clients), see $dir/pgbench.err: $(tail -3 "$dir/pgbench.err")"
-	after=$(sql "SELECT v FROM hot WHERE id = 1")
+	after=$(sql "SELECT sum(v) FROM hot")
 
 	commits=$(report_value "$dir/pgbench.out" "number of transactions actually processed:")
 	failed=$(report_value "$dir/pgbench.out" "number of failed transactions:")
 	retries=$(report_value "$dir/pgbench.out" "total number of retries:")
 	tps=$(report_value "$dir/pgbench.out" "tps = ")
 	[ $((after - before)) -eq "$commits" ] ||
-		die "LOST OR DOUBLED UPDATES: $form, $clients clients, work $work ms: row grew by $((after - before)), pgbench committed $commits"
+		die "LOST OR DOUBLED UPDATES: $form, $clients clients, work $work ms: rows grew by $((after - before)), pgbench committed $commits"
+	if [[ $form == mixed-* ]]; then
+		occ_commits=$(script_commits "$dir/pgbench.out" 1)
+		writer_commits=$(script_commits "$dir/pgbench.out" 2)
+	fi
 
 	case $form in
 		pessimistic* | bare | occ-bare-nostats) attempts=$((commits + failed)) ;;
 		pgbench-retry) attempts=$((commits + failed + ${retries:-0})) ;;
-		occ-*) attempts=""
+		occ-* | mixed-*) attempts=""
 			if [ "$STATS" = 1 ]; then
 				read -r attempts s_commits s_gave_up <<<"$(occ_stats)"
+				# the writers of the mixed forms commit once per transaction
+				if [ -n "$writer_commits" ]; then
+					attempts=$((attempts + writer_commits))
+					s_commits=$((s_commits + writer_commits))
+				fi
 				# pgbench -T does not count a failure that arrives after the
 				# timer (the client just stops), so the server may see up to
 				# one more give-up per client; commits must match exactly
@@ -281,7 +342,7 @@ run_one() {
 	read -r p50 p99 max completion <<<"$(latency_stats "$dir")"
 	[ "$KEEP_LOGS" = 1 ] || rm -f "$dir"/log.*
 	per_commit=$(awk -v a="$attempts" -v c="$commits" 'BEGIN { if (a != "" && c > 0) printf "%.3f", a / c }')
-	echo "$mode,$form,$clients,$work,$rep,$commits,$failed,$attempts,$per_commit,$tps,$p50,$p99,$max,$completion" >>"$CSV"
+	echo "$mode,$form,$clients,$work,$rep,$commits,$failed,$attempts,$per_commit,$tps,$p50,$p99,$max,$completion,$occ_commits,$writer_commits" >>"$CSV"
 	progress "$RUN_NO/$RUN_TOTAL $mode $form clients=$clients work=${work}ms: $commits commits, $(printf "%.0f" "$tps")/s, attempts/commit ${per_commit:-?}, p99 ${p99}ms, give-ups $failed"
 	RUN_NO=$((RUN_NO + 1))
 }
@@ -292,7 +353,8 @@ count_runs() {
 	nforms=$(wc -w <<<"$FORMS"); nclients=$(wc -w <<<"$CLIENTS")
 	nwork=$(wc -w <<<"$WORK"); nfixed=$(wc -w <<<"$FIXED_CLIENTS")
 	echo $(( DO_SWEEP * nforms * nclients * nwork + DO_FIXED * nforms * nfixed * REPS +
-		DO_OVERHEAD * $(wc -w <<<"$OVERHEAD_FORMS") * OVERHEAD_REPS ))
+		DO_OVERHEAD * $(wc -w <<<"$OVERHEAD_FORMS") * OVERHEAD_REPS +
+		DO_CONTENTION * ROUNDS * ($(wc -w <<<"$CONTENTION_CLIENTS") * $(wc -w <<<"$CONTENTION_FORMS") + 8) ))
 }
 
 # sweep: every work value x client count x form, for DURATION seconds each
@@ -319,9 +381,78 @@ fixed_work() {
 	done
 }
 
+# contention: queue mode against the lock and against backoff on the hot row
+# (1 ms of work), then the guard workloads where backoff is fine: one body
+# over 1,000 uniformly chosen rows, half of the calls on the hot row, one
+# uncontended client, and lock-based writers mixed in.  Every round runs
+# every form of every workload once, so drifts of the machine hit all alike.
+contention() {
+	local rep clients form
+	for rep in $(seq "$ROUNDS"); do
+		for clients in $CONTENTION_CLIENTS; do
+			for form in $CONTENTION_FORMS; do
+				HOT_PCT=100 run_one contention "$form" "$clients" 1 "$rep"
+			done
+		done
+		for form in occ-backoff occ-queue; do
+			HOT_PCT=0 run_one guard-uniform "$form" "$GUARD_CLIENTS" 1 "$rep"
+		done
+		for form in occ-backoff occ-queue-key; do
+			HOT_PCT=50 run_one guard-halfhot "$form" "$GUARD_CLIENTS" 1 "$rep"
+		done
+		for form in occ-backoff occ-queue; do
+			HOT_PCT=100 run_one guard-single "$form" 1 0 "$rep"
+		done
+		for form in mixed-gate mixed-nogate; do
+			HOT_PCT=100 run_one guard-mixed "$form" "$GUARD_CLIENTS" 1 "$rep"
+		done
+	done
+}
+
+# contention_tables: queue mode's targets and guards, from the medians
+contention_tables() {
+	echo
+	echo "### Queue mode: hot row, 1 ms of work, median of $ROUNDS interleaved ${DURATION}s rounds"
+	echo
+	echo "Ideal FIFO wait = N clients / X commits/s of the same run. Targets for the queue forms: commits/s >= 0.97 x pessimistic-1rt, attempts/commit <= 1.2, p99 <= 1.5 x ideal, 0 give-ups."
+	echo
+	echo "| form | clients | commits/s | x pessimistic-1rt | attempts/commit | p99 ms | ideal ms | p99 / ideal | give-ups | targets |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+	summarize contention 1 commits_per_s attempts_per_commit p99_ms give_ups | awk '
+		{ form[NR] = $1; n[NR] = $2; x[NR] = $3; a[NR] = $4; p[NR] = $5; g[NR] = $6
+		  if ($1 == "pessimistic-1rt") ref[$2] = $3 }
+		END { for (i = 1; i <= NR; i++) {
+			ratio = (n[i] in ref) ? x[i] / ref[n[i]] : 0; ideal = 1000 * n[i] / x[i]; verdict = ""
+			if (form[i] ~ /^occ-queue/)
+				verdict = (ratio >= 0.97 && a[i] <= 1.2 && p[i] <= 1.5 * ideal && g[i] == 0) ? "met" : "missed:" (ratio < 0.97 ? " commits" : "") (a[i] > 1.2 ? " attempts" : "") (p[i] > 1.5 * ideal ? " p99" : "") (g[i] > 0 ? " give-ups" : "")
+			printf "| %s | %d | %.0f | %.3f | %.3f | %.0f | %.0f | %.2f | %d | %s |\n", form[i], n[i], x[i], ratio, a[i], p[i], ideal, p[i] / ideal, g[i], verdict } }'
+	echo
+	echo "### Queue mode: guard workloads, $GUARD_CLIENTS clients (1 for single), median of $ROUNDS interleaved rounds"
+	echo
+	echo "| workload | form | commits/s | x backoff | attempts/commit | p99 ms | give-ups | target |"
+	echo "|---|---|---:|---:|---:|---:|---:|---|"
+	local mode work
+	for mode in guard-uniform guard-halfhot guard-single; do
+		work=1; [ "$mode" = guard-single ] && work=0
+		summarize "$mode" "$work" commits_per_s attempts_per_commit p99_ms give_ups | awk -v mode="$mode" '
+			{ form[NR] = $1; x[NR] = $3; a[NR] = $4; p[NR] = $5; g[NR] = $6; if ($1 == "occ-backoff") ref = $3 }
+			END { for (i = 1; i <= NR; i++) { ratio = ref > 0 ? x[i] / ref : 0; t = ""
+				if (form[i] != "occ-backoff") {
+					if (mode == "guard-uniform") t = ratio >= 0.9 ? "met (>= 0.9 x backoff)" : "missed (< 0.9 x backoff)"
+					if (mode == "guard-halfhot") t = a[i] <= 1.2 ? "met (<= 1.2 attempts)" : "missed (> 1.2 attempts)"
+					if (mode == "guard-single") t = "within noise if near 1"
+				}
+				printf "| %s | %s | %.0f | %.3f | %.3f | %.1f | %d | %s |\n", substr(mode, 7), form[i], x[i], ratio, a[i], p[i], g[i], t } }'
+	done
+	summarize guard-mixed 1 commits_per_s occ_commits writer_commits p99_ms give_ups | awk '
+		{ share = ($4 + $5) > 0 ? $4 / ($4 + $5) : 0
+		  verdict = $1 == "mixed-gate" ? (share >= 0.25 && share <= 0.75 ? "both served" : "one class starved") : "reference, without occ.gate"
+		  printf "| mixed | %s | %.0f | | | %.1f | %d | %s: occ.retry %d, writers %d commits (occ.retry share %.2f) |\n", $1, $3, $6, $7, verdict, $4, $5, share }'
+}
+
 # overhead: uncontended cost of occ.retry, 1 client, one UPDATE: the forms
 # take turns, OVERHEAD_REPS rounds, so that drifts of a shared machine hit
-# them alike; the report gives means and ratios to the bare statement
+# them alike; the report gives medians and ratios to the bare statement
 overhead() {
 	local rep form
 	for rep in $(seq "$OVERHEAD_REPS"); do
@@ -334,7 +465,7 @@ overhead() {
 # overhead_table: commits/s of the overhead forms and their ratio to bare
 overhead_table() {
 	echo
-	echo "### Uncontended overhead: 1 client, one UPDATE, mean of $OVERHEAD_REPS interleaved ${DURATION}s runs"
+	echo "### Uncontended overhead: 1 client, one UPDATE, median of $OVERHEAD_REPS interleaved ${DURATION}s runs"
 	echo
 	echo "| form | commits/s | ratio to bare | p50 ms | p99 ms |"
 	echo "|---|---:|---:|---:|---:|"
@@ -343,19 +474,26 @@ overhead_table() {
 		{ printf "| %s | %.0f | %.3f | %.3g | %.3g |\n", $1, $3, $3 / bare, $4, $5 }'
 }
 
-# summarize MODE WORK_MS COLUMNS...: mean of the named CSV columns per form
-# and client count, over the rows of MODE and WORK_MS (blank if any blank);
-# prints "form clients mean1 mean2 ..." lines in CSV order.
+# summarize MODE WORK_MS COLUMNS...: median of the named CSV columns per
+# form and client count, over the rows (rounds, repetitions) of MODE and
+# WORK_MS (blank if any blank); prints "form clients median1 median2 ..."
+# lines in CSV order.  Medians, because the machine is shared and noisy.
 summarize() {
 	local mode=$1 work=$2
 	shift 2
 	awk -F, -v mode="$mode" -v work="$work" -v cols="$*" '
+		function median(k, j,  a, i, t, x, cnt_) {
+			cnt_ = cnt[k]
+			for (i = 1; i <= cnt_; i++) a[i] = val[k, j, i]
+			for (i = 2; i <= cnt_; i++) { x = a[i]; for (t = i - 1; t >= 1 && a[t] > x; t--) a[t + 1] = a[t]; a[t + 1] = x }
+			return cnt_ % 2 ? a[(cnt_ + 1) / 2] : (a[cnt_ / 2] + a[cnt_ / 2 + 1]) / 2
+		}
 		NR == 1 { for (i = 1; i <= NF; i++) idx[$i] = i; n = split(cols, c, " "); next }
 		$1 != mode || $4 != work { next }
 		{ k = $2 " " $3; if (!(k in cnt)) order[++m] = k; cnt[k]++
-		  for (j = 1; j <= n; j++) { v = $(idx[c[j]]); if (v == "" || v == "-") bad[k, j] = 1; sum[k, j] += v } }
+		  for (j = 1; j <= n; j++) { v = $(idx[c[j]]); if (v == "" || v == "-") bad[k, j] = 1; val[k, j, cnt[k]] = v + 0 } }
 		END { for (o = 1; o <= m; o++) { k = order[o]; line = k
-		        for (j = 1; j <= n; j++) line = line " " (((k, j) in bad) ? "-" : sprintf("%.6g", sum[k, j] / cnt[k]))
+		        for (j = 1; j <= n; j++) line = line " " (((k, j) in bad) ? "-" : sprintf("%.6g", median(k, j)))
 		        print line } }' "$CSV"
 }
 
@@ -395,7 +533,7 @@ plot() {
 		      for (i = 1; i <= nx; i++) { line = x[i]
 		        for (f = 1; f <= nf; f++) line = line " " (((forms[f], x[i]) in y) ? y[forms[f], x[i]] : "?")
 		        print line } }' | { IFS= read -r header; echo "$header"; sort -n; } >"$data"
-	if [ "$mode" = sweep ]; then logx="set logscale x 2"; xlabel="clients"; else xlabel="N clients, one commit each"; fi
+	if [ "$mode" = fixed ]; then xlabel="N clients, one commit each"; else logx="set logscale x 2"; xlabel="clients"; fi
 	gnuplot <<EOF 2>&1 | { grep -v "empty x range" || true; } >&2
 set terminal $TERMINAL size 900,560 noenhanced
 set output '$OUT/$png'
@@ -424,8 +562,9 @@ report() {
 			done
 		fi
 		[ "$DO_OVERHEAD" = 1 ] && overhead_table
+		[ "$DO_CONTENTION" = 1 ] && contention_tables
 		if [ "$DO_FIXED" = 1 ]; then
-			markdown_table fixed "$FIXED_WORK_MS" "Fixed work: N clients commit one update each (work_ms = $FIXED_WORK_MS, mean of $REPS)" \
+			markdown_table fixed "$FIXED_WORK_MS" "Fixed work: N clients commit one update each (work_ms = $FIXED_WORK_MS, median of $REPS)" \
 				"attempts completion_ms give-ups" attempts completion_ms give_ups
 		fi
 	} | tee "$OUT/results.md"
@@ -438,6 +577,10 @@ report() {
 			plot sweep "$work" attempts_per_commit "attempts per commit" "Attempts per commit, work_ms=$work" "attempts-w$work.png"
 			plot sweep "$work" p99_ms "p99 latency (ms)" "p99 latency, work_ms=$work" "p99-w$work.png"
 		done
+	fi
+	if [ "$DO_CONTENTION" = 1 ]; then
+		plot contention 1 p99_ms "p99 latency (ms)" "Queue mode: p99 latency, work_ms=1" "contention-p99.png"
+		plot contention 1 attempts_per_commit "attempts per commit" "Queue mode: attempts per commit, work_ms=1" "contention-attempts.png"
 	fi
 	if [ "$DO_FIXED" = 1 ]; then
 		plot fixed "$FIXED_WORK_MS" attempts "total attempts (work)" "Fixed work: total attempts" "fixed-work-attempts.png"
@@ -453,13 +596,14 @@ main() {
 	rm -rf "$OUT/runs" "$OUT"/*.png
 	mkdir -p "$OUT/runs"
 	CSV="$OUT/results.csv"
-	echo "mode,form,clients,work_ms,rep,commits,give_ups,attempts,attempts_per_commit,commits_per_s,p50_ms,p99_ms,max_ms,completion_ms" >"$CSV"
+	echo "mode,form,clients,work_ms,rep,commits,give_ups,attempts,attempts_per_commit,commits_per_s,p50_ms,p99_ms,max_ms,completion_ms,occ_commits,writer_commits" >"$CSV"
 	prepare_db
 	RUN_NO=1
 	RUN_TOTAL=$(count_runs)
 	[ "$DO_SWEEP" = 1 ] && sweep
 	[ "$DO_FIXED" = 1 ] && fixed_work
 	[ "$DO_OVERHEAD" = 1 ] && prepare_db && overhead
+	[ "$DO_CONTENTION" = 1 ] && prepare_db && contention
 	report
 }
 

@@ -1,26 +1,39 @@
 -- pg_occ API surface, part 1: the extension, its schema, functions,
 -- procedures and views, with exact signatures, and their comments.
+-- Checks version 0.2.0, as a fresh install makes it (sql/upgrade.sql checks
+-- that an update from 0.1.0 makes the same catalog).
 -- Runs in one transaction that is rolled back, so it leaves nothing behind.
 \ir begin.psql
 
-SELECT plan(145);
+SELECT plan(172);
 
 ------------------------------------------------------------------------
--- The extension: version 0.1.0, not relocatable, schema occ, untrusted
+-- The extension: version 0.2.0, not relocatable, untrusted; the extension
+-- itself lives in pg_catalog, and the schema occ is one of its members
 ------------------------------------------------------------------------
-SELECT has_extension('occ', 'pg_occ', 'extension pg_occ is installed in schema occ');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'), '0.1.0',
-          'pg_occ is at version 0.1.0');
+SELECT has_extension('pg_catalog', 'pg_occ', 'extension pg_occ is installed, in schema pg_catalog');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'), '0.2.0',
+          'pg_occ is at version 0.2.0');
+SELECT is((SELECT default_version FROM pg_available_extensions WHERE name = 'pg_occ'), '0.2.0',
+          'the default version of pg_occ is 0.2.0');
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'pg_occ'), false,
           'pg_occ is not relocatable');
-SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_occ'), 'occ',
-          'pg_occ lives in schema occ');
+SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_occ'), 'pg_catalog',
+          'pg_occ lives in schema pg_catalog (its objects are in occ, which it owns)');
+SELECT results_eq(
+    $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
+         FROM pg_available_extension_versions
+        WHERE name = 'pg_occ' AND version = '0.2.0' $$,
+    $$ VALUES (false, true, true, false, true) $$,
+    'control file: not relocatable, schema pg_catalog, superuser only, not trusted, no requirements');
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'occ' AS schema_is_occ, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
         WHERE name = 'pg_occ' AND version = '0.1.0' $$,
     $$ VALUES (false, true, true, false, true) $$,
-    'control file: not relocatable, schema occ, superuser only, not trusted, no requirements');
+    'secondary control file: 0.1.0 still installs into schema occ, so it can be installed and updated');
+SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.1.0' AND target = '0.2.0'),
+          '0.1.0--0.2.0', 'pg_occ updates from 0.1.0 to 0.2.0 in one step');
 SELECT throws_ok('ALTER EXTENSION pg_occ SET SCHEMA public', '0A000',
                  'extension "pg_occ" does not support SET SCHEMA',
                  'ALTER EXTENSION pg_occ SET SCHEMA is refused');
@@ -29,11 +42,21 @@ SELECT throws_ok('ALTER EXTENSION pg_occ SET SCHEMA public', '0A000',
 -- The schema and the exact set of objects in it
 ------------------------------------------------------------------------
 SELECT has_schema('occ', 'schema occ exists');
+SELECT is(
+    (SELECT count(*)::int FROM pg_depend
+      WHERE classid = 'pg_namespace'::regclass AND objid = 'occ'::regnamespace AND objsubid = 0
+        AND refclassid = 'pg_extension'::regclass
+        AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_occ')
+        AND deptype = 'e'),
+    1, 'schema occ is a member of extension pg_occ (DROP EXTENSION removes it)');
+SELECT is((SELECT nspowner FROM pg_namespace WHERE nspname = 'occ'),
+          (SELECT extowner FROM pg_extension WHERE extname = 'pg_occ'),
+          'schema occ belongs to the owner of the extension');
 SELECT functions_are('occ',
-    ARRAY['backoff', 'setseed', 'retry', 'last_retry', 'stats', 'stats_info', 'stats_reset'],
+    ARRAY['backoff', 'setseed', 'retry', 'gate', 'last_retry', 'stats', 'stats_info', 'stats_reset'],
     'schema occ has exactly the documented functions and procedures');
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace), 8,
-          'schema occ has 8 routines (occ.retry has two forms)');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace), 9,
+          'schema occ has 9 routines (occ.retry has two forms)');
 SELECT views_are('occ', ARRAY['stats', 'stats_info'], 'schema occ has exactly the views stats and stats_info');
 SELECT tables_are('occ', ARRAY[]::name[], 'schema occ has no tables');
 SELECT is((SELECT count(*)::int FROM pg_class
@@ -50,6 +73,21 @@ SELECT is(
                            AND d.refclassid = 'pg_extension'::regclass
                            AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_occ'))),
     0, 'every routine and view in occ belongs to extension pg_occ');
+SELECT results_eq(
+    $$ SELECT pg_describe_object(classid, objid, objsubid) COLLATE "default"
+         FROM pg_depend
+        WHERE refclassid = 'pg_extension'::regclass
+          AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_occ') AND deptype = 'e'
+        ORDER BY pg_describe_object(classid, objid, objsubid) COLLATE "C" $$,
+    $$ VALUES ('function occ.backoff(integer,interval,interval,text,double precision,interval,double precision)'),
+              ('function occ.gate(text)'), ('function occ.last_retry()'),
+              -- PostgreSQL 15 describes procedures as functions too
+              ('function occ.retry(text,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,text)'),
+              ('function occ.retry(text,record,integer,interval,interval,text,double precision,interval,text,text[],text,text)'),
+              ('function occ.setseed(double precision)'), ('function occ.stats(boolean)'),
+              ('function occ.stats_info()'), ('function occ.stats_reset()'),
+              ('schema occ'), ('view occ.stats'), ('view occ.stats_info') $$,
+    'the members of pg_occ are exactly the schema occ, its 9 routines and its 2 views');
 
 ------------------------------------------------------------------------
 -- occ.backoff(attempt, base, cap, jitter, factor, prev, draw) -> interval
@@ -103,58 +141,80 @@ SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.setseed(double preci
 -- occ.retry, form 1: CALL occ.retry(sql [, params, max_attempts, ...])
 ------------------------------------------------------------------------
 SELECT has_function('occ', 'retry',
-    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
-    'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[]) exists');
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text) exists');
 SELECT is_procedure('occ', 'retry',
-    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
     'occ.retry (form 1) is a procedure');
 SELECT isnt_strict('occ', 'retry',
-    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
     'occ.retry (form 1) is not strict (params defaults to NULL)');
 SELECT function_lang_is('occ', 'retry',
-    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
     'c', 'occ.retry (form 1) is written in C');
 SELECT is((SELECT proargnames FROM pg_proc
-            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[])'::regprocedure),
-          ARRAY['sql', 'params', 'max_attempts', 'base', 'cap', 'jitter', 'factor', 'max_duration', 'isolation', 'retry_on'],
+            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+          ARRAY['sql', 'params', 'max_attempts', 'base', 'cap', 'jitter', 'factor', 'max_duration', 'isolation', 'retry_on',
+                'contention', 'key'],
           'occ.retry (form 1) argument names');
 SELECT is((SELECT proargmodes FROM pg_proc
-            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[])'::regprocedure),
+            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
           NULL, 'occ.retry (form 1) has only IN arguments');
 SELECT is((SELECT pronargdefaults::int FROM pg_proc
-            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[])'::regprocedure),
-          9, 'occ.retry (form 1): every argument but sql has a default');
+            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+          11, 'occ.retry (form 1): every argument but sql has a default');
 
 ------------------------------------------------------------------------
 -- occ.retry, form 2: CALL occ.retry(sql, attempts => a, slept => s, ...)
 ------------------------------------------------------------------------
 SELECT has_function('occ', 'retry',
-    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
-    'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[]) exists');
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text) exists');
 SELECT is_procedure('occ', 'retry',
-    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
     'occ.retry (form 2) is a procedure');
 SELECT isnt_strict('occ', 'retry',
-    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
     'occ.retry (form 2) is not strict');
 SELECT function_lang_is('occ', 'retry',
-    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
     'c', 'occ.retry (form 2) is written in C');
 SELECT is((SELECT proargnames FROM pg_proc
-            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[])'::regprocedure),
-          ARRAY['sql', 'attempts', 'slept', 'params', 'max_attempts', 'base', 'cap', 'jitter', 'factor', 'max_duration', 'isolation', 'retry_on'],
+            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+          ARRAY['sql', 'attempts', 'slept', 'params', 'max_attempts', 'base', 'cap', 'jitter', 'factor', 'max_duration', 'isolation', 'retry_on',
+                'contention', 'key'],
           'occ.retry (form 2) argument names');
 SELECT is((SELECT proargmodes::text FROM pg_proc
-            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[])'::regprocedure),
-          '{i,b,b,i,i,i,i,i,i,i,i,i}', 'occ.retry (form 2): attempts and slept are INOUT, the rest IN');
+            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+          '{i,b,b,i,i,i,i,i,i,i,i,i,i,i}', 'occ.retry (form 2): attempts and slept are INOUT, the rest IN');
 SELECT is((SELECT pronargdefaults::int FROM pg_proc
-            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[])'::regprocedure),
-          9, 'occ.retry (form 2): sql, attempts and slept are required, the rest have defaults');
+            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+          11, 'occ.retry (form 2): sql, attempts and slept are required, the rest have defaults');
 SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace AND proname = 'retry' AND prokind = 'p'), 2,
           'occ.retry has exactly two forms, both procedures');
 
 ------------------------------------------------------------------------
--- occ.last_retry() -> (attempts, slept, last_sqlstate, outcome, total_time)
+-- occ.gate(key text) -> void
+------------------------------------------------------------------------
+SELECT has_function('occ', 'gate', ARRAY['text'], 'occ.gate(text) exists');
+SELECT is_normal_function('occ', 'gate', ARRAY['text'], 'occ.gate is a function');
+SELECT function_returns('occ', 'gate', ARRAY['text'], 'void', 'occ.gate returns void');
+SELECT volatility_is('occ', 'gate', ARRAY['text'], 'volatile', 'occ.gate is volatile');
+SELECT isnt_strict('occ', 'gate', ARRAY['text'], 'occ.gate is called on null input');
+SELECT function_lang_is('occ', 'gate', ARRAY['text'], 'c', 'occ.gate is written in C');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.gate(text)'::regprocedure),
+          'u', 'occ.gate is parallel unsafe');
+SELECT is((SELECT proretset FROM pg_proc WHERE oid = 'occ.gate(text)'::regprocedure),
+          false, 'occ.gate does not return a set');
+SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.gate(text)'::regprocedure),
+          ARRAY['key'], 'occ.gate argument is named key');
+SELECT is((SELECT pronargdefaults::int FROM pg_proc WHERE oid = 'occ.gate(text)'::regprocedure),
+          0, 'occ.gate: key has no default');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace AND proname = 'gate'), 1,
+          'occ.gate has no overloads');
+
+------------------------------------------------------------------------
+-- occ.last_retry() -> (attempts, slept, last_sqlstate, outcome, total_time, waited)
 ------------------------------------------------------------------------
 SELECT has_function('occ', 'last_retry', ARRAY[]::name[], 'occ.last_retry() exists');
 SELECT is_normal_function('occ', 'last_retry', ARRAY[]::name[], 'occ.last_retry is a function');
@@ -167,13 +227,13 @@ SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.last_retry()'::regpr
 SELECT is((SELECT proretset FROM pg_proc WHERE oid = 'occ.last_retry()'::regprocedure),
           false, 'occ.last_retry returns one row, not a set');
 SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.last_retry()'::regprocedure),
-          ARRAY['attempts', 'slept', 'last_sqlstate', 'outcome', 'total_time'],
+          ARRAY['attempts', 'slept', 'last_sqlstate', 'outcome', 'total_time', 'waited'],
           'occ.last_retry output names');
 SELECT is((SELECT proallargtypes::regtype[]::text[] FROM pg_proc WHERE oid = 'occ.last_retry()'::regprocedure),
-          ARRAY['integer', 'interval', 'text', 'text', 'interval'],
+          ARRAY['integer', 'interval', 'text', 'text', 'interval', 'interval'],
           'occ.last_retry output types');
 SELECT is((SELECT proargmodes::text FROM pg_proc WHERE oid = 'occ.last_retry()'::regprocedure),
-          '{o,o,o,o,o}', 'occ.last_retry has only OUT arguments');
+          '{o,o,o,o,o,o}', 'occ.last_retry has only OUT arguments');
 
 ------------------------------------------------------------------------
 -- occ.stats(showtext boolean) -> setof record
@@ -188,6 +248,11 @@ SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.stats(boolean)'::reg
           's', 'occ.stats is parallel safe');
 SELECT is((SELECT proargnames[1] FROM pg_proc WHERE oid = 'occ.stats(boolean)'::regprocedure),
           'showtext', 'occ.stats input is named showtext');
+SELECT is((SELECT proargmodes::text FROM pg_proc WHERE oid = 'occ.stats(boolean)'::regprocedure),
+          '{i,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o}', 'occ.stats has one IN argument and 23 OUT columns');
+SELECT is((SELECT proargnames[17:19] FROM pg_proc WHERE oid = 'occ.stats(boolean)'::regprocedure),
+          ARRAY['queued', 'total_wait_time', 'max_wait_time'],
+          'occ.stats outputs queued, total_wait_time and max_wait_time right after mean_sleep_time');
 
 ------------------------------------------------------------------------
 -- occ.stats_info() -> (dealloc, stats_reset)
@@ -235,10 +300,11 @@ SELECT results_eq(
               ('attempts', 'bigint'), ('serialization_failures', 'bigint'), ('deadlocks', 'bigint'),
               ('other_failures', 'bigint'), ('total_sleep_time', 'double precision'),
               ('max_sleep_time', 'double precision'), ('mean_sleep_time', 'double precision'),
+              ('queued', 'bigint'), ('total_wait_time', 'double precision'), ('max_wait_time', 'double precision'),
               ('total_time', 'double precision'), ('mean_time', 'double precision'),
               ('mean_attempts', 'double precision'), ('max_attempts', 'bigint'),
               ('attempts_histogram', 'bigint[]') $$,
-    'occ.stats has exactly these 20 columns, in this order');
+    'occ.stats has exactly these 23 columns, in this order');
 SELECT has_column('occ', 'stats', 'userid',                 'occ.stats has column userid');
 SELECT col_type_is('occ', 'stats', 'userid',                 'oid',              'occ.stats.userid is oid');
 SELECT has_column('occ', 'stats', 'dbid',                   'occ.stats has column dbid');
@@ -269,6 +335,12 @@ SELECT has_column('occ', 'stats', 'max_sleep_time',         'occ.stats has colum
 SELECT col_type_is('occ', 'stats', 'max_sleep_time',         'double precision', 'occ.stats.max_sleep_time is double precision');
 SELECT has_column('occ', 'stats', 'mean_sleep_time',        'occ.stats has column mean_sleep_time');
 SELECT col_type_is('occ', 'stats', 'mean_sleep_time',        'double precision', 'occ.stats.mean_sleep_time is double precision');
+SELECT has_column('occ', 'stats', 'queued',                 'occ.stats has column queued');
+SELECT col_type_is('occ', 'stats', 'queued',                 'bigint',           'occ.stats.queued is bigint');
+SELECT has_column('occ', 'stats', 'total_wait_time',        'occ.stats has column total_wait_time');
+SELECT col_type_is('occ', 'stats', 'total_wait_time',        'double precision', 'occ.stats.total_wait_time is double precision');
+SELECT has_column('occ', 'stats', 'max_wait_time',          'occ.stats has column max_wait_time');
+SELECT col_type_is('occ', 'stats', 'max_wait_time',          'double precision', 'occ.stats.max_wait_time is double precision');
 SELECT has_column('occ', 'stats', 'total_time',             'occ.stats has column total_time');
 SELECT col_type_is('occ', 'stats', 'total_time',             'double precision', 'occ.stats.total_time is double precision');
 SELECT has_column('occ', 'stats', 'mean_time',              'occ.stats has column mean_time');
@@ -304,10 +376,12 @@ SELECT ok(length(obj_description('occ.backoff(integer, interval, interval, text,
           'occ.backoff has a comment');
 SELECT ok(length(obj_description('occ.setseed(double precision)'::regprocedure, 'pg_proc')) > 0,
           'occ.setseed has a comment');
-SELECT ok(length(obj_description('occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[])'::regprocedure, 'pg_proc')) > 0,
+SELECT ok(length(obj_description('occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure, 'pg_proc')) > 0,
           'occ.retry (form 1) has a comment');
-SELECT ok(length(obj_description('occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[])'::regprocedure, 'pg_proc')) > 0,
+SELECT ok(length(obj_description('occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure, 'pg_proc')) > 0,
           'occ.retry (form 2) has a comment');
+SELECT ok(length(obj_description('occ.gate(text)'::regprocedure, 'pg_proc')) > 0,
+          'occ.gate has a comment');
 SELECT ok(length(obj_description('occ.last_retry()'::regprocedure, 'pg_proc')) > 0,
           'occ.last_retry has a comment');
 SELECT ok(length(obj_description('occ.stats(boolean)'::regprocedure, 'pg_proc')) > 0,
@@ -326,6 +400,16 @@ SELECT is(
     ARRAY(SELECT oid::regclass::text FROM pg_class
            WHERE relnamespace = 'occ'::regnamespace AND obj_description(oid, 'pg_class') IS NULL),
     ARRAY[]::text[], 'no relation in occ lacks a comment');
+SELECT is(
+    ARRAY(SELECT pg_describe_object(d.classid, d.objid, d.objsubid)
+            FROM pg_depend d
+           WHERE d.refclassid = 'pg_extension'::regclass
+             AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_occ') AND d.deptype = 'e'
+             AND NOT EXISTS (SELECT 1 FROM pg_description c
+                              WHERE c.classoid = d.classid AND c.objoid = d.objid AND c.objsubid = 0
+                                AND length(c.description) > 0)
+           ORDER BY 1),
+    ARRAY[]::text[], 'no member of extension pg_occ lacks a comment');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -5,7 +5,7 @@
 -- value is not checked, only its built-in default.
 \ir begin.psql
 
-SELECT plan(45);
+SELECT plan(53);
 
 ------------------------------------------------------------------------
 -- Exactly the documented parameters exist
@@ -13,9 +13,9 @@ SELECT plan(45);
 SELECT set_eq(
     $$ SELECT name::text FROM pg_settings WHERE name LIKE 'occ.%' $$,
     ARRAY['occ.base_delay', 'occ.max_delay', 'occ.jitter', 'occ.factor', 'occ.max_attempts',
-          'occ.max_duration', 'occ.isolation', 'occ.retry_sqlstates', 'occ.log_retries',
+          'occ.max_duration', 'occ.isolation', 'occ.contention', 'occ.retry_sqlstates', 'occ.log_retries',
           'occ.track_stats', 'occ.stats_max'],
-    'exactly the 11 documented occ.* parameters exist');
+    'exactly the 12 documented occ.* parameters exist');
 
 ------------------------------------------------------------------------
 -- Context of each parameter: stats_max needs a restart, log_retries and
@@ -23,7 +23,7 @@ SELECT set_eq(
 ------------------------------------------------------------------------
 SELECT results_eq(
     $$ SELECT name::text COLLATE "default", context::text FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
-    $$ VALUES ('occ.base_delay', 'user'), ('occ.factor', 'user'), ('occ.isolation', 'user'),
+    $$ VALUES ('occ.base_delay', 'user'), ('occ.contention', 'user'), ('occ.factor', 'user'), ('occ.isolation', 'user'),
               ('occ.jitter', 'user'), ('occ.log_retries', 'superuser'), ('occ.max_attempts', 'user'),
               ('occ.max_delay', 'user'), ('occ.max_duration', 'user'), ('occ.retry_sqlstates', 'user'),
               ('occ.stats_max', 'postmaster'), ('occ.track_stats', 'superuser') $$,
@@ -40,7 +40,7 @@ SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.track_stats'), 'sup
 ------------------------------------------------------------------------
 SELECT results_eq(
     $$ SELECT name::text COLLATE "default", vartype, unit FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
-    $$ VALUES ('occ.base_delay', 'real', 'ms'), ('occ.factor', 'real', NULL),
+    $$ VALUES ('occ.base_delay', 'real', 'ms'), ('occ.contention', 'enum', NULL), ('occ.factor', 'real', NULL),
               ('occ.isolation', 'enum', NULL), ('occ.jitter', 'enum', NULL),
               ('occ.log_retries', 'bool', NULL), ('occ.max_attempts', 'integer', NULL),
               ('occ.max_delay', 'real', 'ms'), ('occ.max_duration', 'integer', 'ms'),
@@ -53,7 +53,8 @@ SELECT results_eq(
 ------------------------------------------------------------------------
 SELECT results_eq(
     $$ SELECT name::text COLLATE "default", boot_val, min_val, max_val FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
-    $$ VALUES ('occ.base_delay', '1', '0.001', '3.6e+06'), ('occ.factor', '2', '1', '1000'),
+    $$ VALUES ('occ.base_delay', '1', '0.001', '3.6e+06'), ('occ.contention', 'backoff', NULL, NULL),
+              ('occ.factor', '2', '1', '1000'),
               ('occ.isolation', 'serializable', NULL, NULL), ('occ.jitter', 'full', NULL, NULL),
               ('occ.log_retries', 'off', NULL, NULL), ('occ.max_attempts', '30', '1', '2147483647'),
               ('occ.max_delay', '200', '0.001', '3.6e+06'), ('occ.max_duration', '0', '0', '2147483647'),
@@ -72,6 +73,7 @@ SELECT is(current_setting('occ.factor'), '2', 'occ.factor defaults to 2');
 SELECT is(current_setting('occ.max_attempts'), '30', 'occ.max_attempts defaults to 30');
 SELECT is(current_setting('occ.max_duration'), '0', 'occ.max_duration defaults to 0 (no limit)');
 SELECT is(current_setting('occ.isolation'), 'serializable', 'occ.isolation defaults to serializable');
+SELECT is(current_setting('occ.contention'), 'backoff', 'occ.contention defaults to backoff');
 SELECT is(current_setting('occ.retry_sqlstates'), '40001,40P01', 'occ.retry_sqlstates defaults to 40001,40P01');
 SELECT is(current_setting('occ.log_retries'), 'off', 'occ.log_retries defaults to off');
 SELECT is(current_setting('occ.track_stats'), 'on', 'occ.track_stats defaults to on');
@@ -86,6 +88,9 @@ SELECT is((SELECT enumvals FROM pg_settings WHERE name = 'occ.jitter'),
 SELECT is((SELECT enumvals FROM pg_settings WHERE name = 'occ.isolation'),
           ARRAY['serializable', 'repeatable read', 'read committed'],
           'occ.isolation accepts serializable, repeatable read, read committed');
+SELECT is((SELECT enumvals FROM pg_settings WHERE name = 'occ.contention'),
+          ARRAY['backoff', 'queue'],
+          'occ.contention accepts backoff and queue');
 -- occ.backoff takes the same spellings as occ.jitter, and returns a delay
 -- between 0 and cap for each of them
 SELECT is(
@@ -124,6 +129,12 @@ SELECT throws_ok($$ SET LOCAL occ.jitter = 'bogus' $$, '22023',
 SELECT throws_ok($$ SET LOCAL occ.isolation = 'snapshot' $$, '22023',
                  'invalid value for parameter "occ.isolation": "snapshot"',
                  'occ.isolation refuses an unknown level');
+SELECT throws_ok($$ SET LOCAL occ.contention = 'fifo' $$, '22023',
+                 'invalid value for parameter "occ.contention": "fifo"',
+                 'occ.contention refuses an unknown mode');
+SELECT throws_ok($$ SET LOCAL occ.contention = '' $$, '22023',
+                 'invalid value for parameter "occ.contention": ""',
+                 'occ.contention refuses an empty value');
 SELECT throws_ok($$ SET LOCAL occ.retry_sqlstates = '57014' $$, '22023',
                  'invalid value for parameter "occ.retry_sqlstates": "57014"',
                  'occ.retry_sqlstates refuses query_canceled');
@@ -146,6 +157,10 @@ SELECT throws_ok($$ SET LOCAL occ.stats_max = 200 $$, '55P02',
 SELECT lives_ok($$ SET LOCAL occ.retry_sqlstates = '40001, 40P01, 55' $$,
                 'occ.retry_sqlstates takes a list of codes and classes');
 SELECT lives_ok($$ SET LOCAL occ.isolation = 'repeatable read' $$, 'occ.isolation takes repeatable read');
+SELECT lives_ok($$ SET LOCAL occ.contention = 'queue' $$, 'occ.contention takes queue');
+SELECT is(current_setting('occ.contention'), 'queue', 'occ.contention shows queue');
+SELECT lives_ok($$ SET LOCAL occ.contention = 'BackOff' $$, 'occ.contention takes backoff in any case');
+SELECT is(current_setting('occ.contention'), 'backoff', 'occ.contention shows backoff');
 SELECT lives_ok($$ SET LOCAL occ.base_delay = '250us' $$, 'occ.base_delay takes microseconds');
 SELECT is(current_setting('occ.base_delay'), '250us', 'occ.base_delay shows 250us');
 SELECT lives_ok($$ SET LOCAL occ.max_duration = '1min' $$, 'occ.max_duration takes a unit');

@@ -3,7 +3,7 @@
 -- created here (and rolled back with the rest) checks that in practice.
 \ir begin.psql
 
-SELECT plan(37);
+SELECT plan(41);
 
 CREATE ROLE occ_tap_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
 
@@ -30,11 +30,13 @@ SELECT function_privs_are('occ', 'backoff',
 SELECT function_privs_are('occ', 'setseed', ARRAY['double precision'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.setseed');
 SELECT function_privs_are('occ', 'retry',
-    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.retry (form 1)');
 SELECT function_privs_are('occ', 'retry',
-    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]'],
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.retry (form 2)');
+SELECT function_privs_are('occ', 'gate', ARRAY['text'],
+    'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.gate');
 SELECT function_privs_are('occ', 'last_retry', ARRAY[]::name[],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.last_retry');
 SELECT function_privs_are('occ', 'stats', ARRAY['boolean'],
@@ -49,11 +51,13 @@ SELECT ok(has_function_privilege('occ_tap_user',
               'occ.backoff(integer, interval, interval, text, double precision, interval, double precision)', 'EXECUTE'),
           'an ordinary role may execute occ.backoff');
 SELECT ok(has_function_privilege('occ_tap_user',
-              'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[])', 'EXECUTE'),
+              'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)', 'EXECUTE'),
           'an ordinary role may execute occ.retry (form 1)');
 SELECT ok(has_function_privilege('occ_tap_user',
-              'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[])', 'EXECUTE'),
+              'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)', 'EXECUTE'),
           'an ordinary role may execute occ.retry (form 2)');
+SELECT ok(has_function_privilege('occ_tap_user', 'occ.gate(text)', 'EXECUTE'),
+          'an ordinary role may execute occ.gate');
 -- the ACL of occ.stats_reset names no grantee but its owner
 SELECT is(
     ARRAY(SELECT a.grantee::regrole::text
@@ -87,6 +91,8 @@ SELECT throws_ok($$ CALL occ.retry('SELECT 1') $$, '2D000',
 SELECT throws_ok($$ CALL occ.retry('SELECT 1', attempts => NULL, slept => NULL) $$, '2D000',
                  'occ.retry cannot run in an atomic context',
                  'an ordinary role can call occ.retry (form 2): it gets past the privilege check');
+-- the gate is a transaction-level lock, released by the final ROLLBACK
+SELECT lives_ok($$ SELECT occ.gate('occ_tap_user') $$, 'an ordinary role can call occ.gate');
 SELECT lives_ok('SELECT * FROM occ.last_retry()', 'an ordinary role can call occ.last_retry');
 SELECT lives_ok('SELECT * FROM occ.stats', 'an ordinary role can read occ.stats');
 SELECT lives_ok('SELECT * FROM occ.stats_info', 'an ordinary role can read occ.stats_info');
@@ -99,6 +105,7 @@ SELECT throws_ok('CREATE FUNCTION occ.tap_intruder() RETURNS int LANGUAGE sql AS
 -- the user-context parameters are the ordinary role's to set, the superuser ones are not
 SELECT lives_ok($$ SET LOCAL occ.jitter = 'equal' $$, 'an ordinary role can set occ.jitter');
 SELECT lives_ok($$ SET LOCAL occ.max_attempts = 3 $$, 'an ordinary role can set occ.max_attempts');
+SELECT lives_ok($$ SET LOCAL occ.contention = 'queue' $$, 'an ordinary role can set occ.contention');
 SELECT throws_ok('SET LOCAL occ.log_retries = on', '42501',
                  'permission denied to set parameter "occ.log_retries"',
                  'an ordinary role cannot set occ.log_retries');
@@ -113,8 +120,8 @@ SELECT isnt(current_user::text, 'occ_tap_user', 'back to the original role');
 -- rolled back with the rest)
 ------------------------------------------------------------------------
 REVOKE EXECUTE ON PROCEDURE
-    occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[]),
-    occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[])
+    occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text),
+    occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)
     FROM PUBLIC;
 SET LOCAL ROLE occ_tap_user;
 SELECT throws_ok($$ CALL occ.retry('SELECT 1') $$, '42501',

@@ -3,15 +3,15 @@
 -- path, must not change what occ.backoff and occ.retry's defaults compute.
 \ir begin.psql
 
-SELECT plan(13);
+SELECT plan(14);
 
 ------------------------------------------------------------------------
 -- The defaults of every routine are NULL constants: the C code reads the
 -- occ.* settings itself, so no default calls a function that a search_path
 -- could redirect
 ------------------------------------------------------------------------
-SELECT cmp_ok((SELECT sum(pronargdefaults)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace),
-              '>=', 20, 'occ.backoff and occ.retry have their defaults (at least 20)');
+SELECT is((SELECT sum(pronargdefaults)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace),
+          28, 'occ.backoff (6) and the two forms of occ.retry (11 each) have their 28 defaults');
 SELECT is(
     (SELECT count(*)::int
        FROM pg_proc p, regexp_matches(p.proargdefaults::text, ':funcid (\d+)', 'g') AS m
@@ -70,6 +70,12 @@ SELECT lives_ok($$ SELECT occ.backoff(0) $$,
                 'occ.backoff(0) with every default still works under the hostile path');
 SELECT ok(occ.backoff(0, draw => 0.5) <= '1ms'::interval,
           'occ.backoff(0) with the default (full) jitter stays within the real base delay');
+
+------------------------------------------------------------------------
+-- occ.gate under the hostile path (the gate is released by the final ROLLBACK)
+------------------------------------------------------------------------
+SELECT lives_ok($$ SELECT occ.gate('occ_tap_search_path') $$,
+                'occ.gate works under the hostile path');
 
 ------------------------------------------------------------------------
 -- The views under the hostile path

@@ -1,0 +1,105 @@
+-- Queue mode (contention => 'queue'): single-session behaviour.  Queueing
+-- behind other sessions is in the isolation specs (test/specs/queue_*.spec),
+-- waits being interrupted in test/interrupt.sh.
+
+CREATE TABLE qcounter (id int PRIMARY KEY, v int NOT NULL);
+INSERT INTO qcounter VALUES (1, 0);
+
+-- A gate is an advisory lock whose objsubid (field4 of the tag) is 20291
+CREATE VIEW gates AS
+  SELECT pid = pg_backend_pid() AS mine, mode, granted
+    FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 20291;
+
+-- fails with a serialization failure unless this backend holds a gate: the
+-- first (ungated) attempt fails, a gated one commits
+CREATE FUNCTION conflict_until_gated() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF NOT EXISTS (SELECT FROM gates WHERE mine AND granted) THEN
+    RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
+  END IF;
+END $$;
+
+SELECT occ.stats_reset();
+
+-- After a retryable failure a queue-mode call waits for the gate of its key
+-- instead of sleeping (backoff of 10 minutes: a sleep would show), keeps it
+-- for its next attempt, and releases it when it commits.
+CALL occ.retry('SELECT conflict_until_gated(); UPDATE qcounter SET v = v + 1',
+               contention => 'queue', key => 'qcounter:1',
+               base => '10min', cap => '10min', jitter => 'none',
+               attempts => NULL, slept => NULL);
+SELECT attempts, slept, outcome, waited < '10min' AS waited_briefly FROM occ.last_retry();
+SELECT * FROM gates;
+-- the same through the setting, with a key derived from the body and params
+SET occ.contention = 'queue';
+CALL occ.retry('SELECT conflict_until_gated(); UPDATE qcounter SET v = v + 1 WHERE id = $1',
+               params => row(1), base => '10min', cap => '10min', jitter => 'none');
+SELECT attempts, slept, outcome FROM occ.last_retry();
+RESET occ.contention;
+-- backoff mode sleeps instead: every attempt fails, nobody gives a gate
+CALL occ.retry('SELECT conflict_until_gated()', max_attempts => 3,
+               base => '1ms', jitter => 'none');
+SELECT attempts, slept >= '3ms' AS slept_1ms_then_2ms, outcome FROM occ.last_retry();
+SELECT v FROM qcounter;
+
+-- A call that gives up or fails releases its gate too
+CALL occ.retry('SELECT conflict_until_gated(); SELECT 1/0', contention => 'queue', key => 'q');
+SELECT attempts, last_sqlstate, outcome FROM occ.last_retry();
+CALL occ.retry($$SELECT conflict_until_gated();
+                 DO 'BEGIN RAISE EXCEPTION USING ERRCODE = $x$40001$x$, MESSAGE = $x$always$x$; END'$$,
+               contention => 'queue', key => 'q', max_attempts => 3, base => '1us', cap => '1us');
+SELECT attempts, last_sqlstate, outcome FROM occ.last_retry();
+SELECT * FROM gates;
+
+-- A body that calls pg_advisory_unlock_all() releases the gate behind
+-- occ.retry's back: no warning, nothing left held, the update done once
+SELECT pg_advisory_lock(7);
+CALL occ.retry('SELECT conflict_until_gated(); SELECT pg_advisory_unlock_all(); UPDATE qcounter SET v = v + 1',
+               contention => 'queue', key => 'qcounter:1');
+SELECT attempts, outcome FROM occ.last_retry();
+SELECT * FROM gates;
+SELECT count(*) AS advisory_locks_left FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+SELECT v FROM qcounter;
+
+-- occ.stats: calls that took the gate, and the time they waited
+SELECT query, calls, commits, gave_up, errors, attempts, queued, total_wait_time >= 0 AS wait_time,
+       total_sleep_time = 0 AS no_sleep, attempts_histogram
+  FROM occ.stats WHERE query LIKE '%conflict_until_gated%' ORDER BY query COLLATE "C";
+
+-- occ.gate(key): the same gate, held until the end of the transaction
+BEGIN;
+SELECT occ.gate('qcounter:1');
+SELECT * FROM gates;
+SELECT occ.gate('qcounter:1');   -- held already: returns at once
+COMMIT;
+SELECT * FROM gates;
+-- a user's advisory locks never collide with gates (objsubid 1 and 2)
+BEGIN;
+SELECT occ.gate('k'), pg_advisory_xact_lock(1), pg_advisory_xact_lock(1, 2);
+SELECT objsubid, mode, granted FROM pg_locks
+ WHERE locktype = 'advisory' AND pid = pg_backend_pid() ORDER BY objsubid;
+COMMIT;
+
+-- Bad input: 22023 or 22004, with a hint (the SQLSTATE echoed after each)
+\set VERBOSITY default
+CALL occ.retry('SELECT 1', contention => 'fifo');
+\echo :LAST_ERROR_SQLSTATE
+CALL occ.retry('SELECT 1', contention => '');
+\echo :LAST_ERROR_SQLSTATE
+CALL occ.retry('SELECT 1', contention => 'queue', key => '');
+\echo :LAST_ERROR_SQLSTATE
+CALL occ.retry('SELECT 1', contention => 'backoff', key => 'k');
+\echo :LAST_ERROR_SQLSTATE
+SELECT occ.gate(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT occ.gate('');
+\echo :LAST_ERROR_SQLSTATE
+SET occ.contention = 'fifo';
+\echo :LAST_ERROR_SQLSTATE
+-- a key without contention is fine when the setting says backoff: unused
+CALL occ.retry('SELECT 1', key => 'k');
+-- spelled in any case, like the other options
+CALL occ.retry('SELECT 1', contention => 'QUEUE');
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse

@@ -1,0 +1,163 @@
+-- Updating pg_occ from 0.1.0 to 0.2.0 (sql/pg_occ--0.1.0--0.2.0.sql) must
+-- give the catalog that a fresh 0.2.0 install gives: the same member
+-- objects, signatures, properties, privileges, comments and view
+-- definitions, with the schema occ owned by the extension.  pg_regress has
+-- created the extension at its default version; this test starts by dropping
+-- it and leaves it installed again at the end.
+
+-- A description of the extension and of every member object.  The view reads
+-- only the catalogs, so it survives DROP EXTENSION.
+CREATE TEMP VIEW occ_catalog AS
+WITH deps AS (
+    -- the dependencies of each object, other than its membership
+    SELECT classid, objid, objsubid,
+           string_agg(dep, ', ' ORDER BY dep COLLATE "C") AS dependencies
+      FROM (SELECT classid, objid, objsubid,
+                   format('%s (%s)', pg_describe_object(refclassid, refobjid, refobjsubid), deptype) AS dep
+              FROM pg_depend WHERE deptype <> 'e') o
+     GROUP BY classid, objid, objsubid)
+SELECT pg_describe_object(d.classid, d.objid, d.objsubid) AS member,
+       NULL::text AS extension,
+       -- routines
+       p.prokind,
+       pg_get_function_identity_arguments(p.oid) AS identity_arguments,
+       pg_get_function_arguments(p.oid) AS arguments,
+       pg_get_function_result(p.oid) AS result,
+       p.provolatile, p.proisstrict, p.proparallel, p.prosecdef, p.proleakproof,
+       p.procost, p.prorows, p.proconfig::text AS proconfig,
+       (SELECT lanname FROM pg_language WHERE oid = p.prolang) AS language,
+       p.prosrc, p.probin,
+       p.proacl::text AS proacl,
+       p.proowner = e.extowner AS routine_owned_by_extowner,
+       -- views
+       c.relkind,
+       pg_get_viewdef(c.oid) AS viewdef,
+       (SELECT string_agg(format('%s %s', a.attname, format_type(a.atttypid, a.atttypmod)), ', ' ORDER BY a.attnum)
+          FROM pg_attribute a
+         WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
+       c.relacl::text AS relacl,
+       c.relowner = e.extowner AS relation_owned_by_extowner,
+       -- the schema
+       n.nspacl::text AS nspacl,
+       n.nspowner = e.extowner AS schema_owned_by_extowner,
+       -- every member: its comment, initial privileges (what pg_dump
+       -- restores) and other dependencies
+       (SELECT description FROM pg_description
+         WHERE objoid = d.objid AND classoid = d.classid AND objsubid = d.objsubid) AS comment,
+       (SELECT format('%s %s', i.privtype, i.initprivs) FROM pg_init_privs i
+         WHERE i.objoid = d.objid AND i.classoid = d.classid AND i.objsubid = d.objsubid) AS initprivs,
+       (SELECT dependencies FROM deps
+         WHERE deps.classid = d.classid AND deps.objid = d.objid AND deps.objsubid = d.objsubid) AS dependencies
+  FROM pg_extension e
+  JOIN pg_depend d ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid AND d.deptype = 'e'
+  LEFT JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND p.oid = d.objid
+  LEFT JOIN pg_class c ON d.classid = 'pg_class'::regclass AND c.oid = d.objid
+  LEFT JOIN pg_namespace n ON d.classid = 'pg_namespace'::regclass AND n.oid = d.objid
+ WHERE e.extname = 'pg_occ'
+UNION ALL
+-- the extension itself
+SELECT 'extension ' || e.extname,
+       format('extnamespace %s, extrelocatable %s, extversion %s, extconfig %s, extcondition %s',
+              e.extnamespace::regnamespace, e.extrelocatable, e.extversion, e.extconfig, e.extcondition),
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL,
+       obj_description(e.oid, 'pg_extension'),
+       NULL,
+       (SELECT dependencies FROM deps
+         WHERE deps.classid = 'pg_extension'::regclass AND deps.objid = e.oid AND deps.objsubid = 0)
+  FROM pg_extension e
+ WHERE e.extname = 'pg_occ';
+
+-- 1. A fresh install of the default version, 0.2.0
+DROP EXTENSION pg_occ;
+SELECT count(*) AS schema_occ_left FROM pg_namespace WHERE nspname = 'occ';
+CREATE EXTENSION pg_occ;
+SELECT extversion, extnamespace::regnamespace AS extnamespace FROM pg_extension WHERE extname = 'pg_occ';
+CREATE TEMP TABLE fresh AS SELECT * FROM occ_catalog;
+SELECT member FROM fresh ORDER BY member COLLATE "C";
+-- every member has a comment
+SELECT member AS member_without_comment FROM fresh WHERE comment IS NULL OR comment = '';
+
+-- A schema occ that exists already makes a fresh install fail
+DROP EXTENSION pg_occ;
+CREATE SCHEMA occ;
+\set VERBOSITY terse
+CREATE EXTENSION pg_occ;
+\set VERBOSITY default
+DROP SCHEMA occ;
+
+-- 2. Version 0.1.0, installed into its schema occ by CREATE EXTENSION
+CREATE EXTENSION pg_occ VERSION '0.1.0';
+SELECT extversion, extnamespace::regnamespace AS extnamespace FROM pg_extension WHERE extname = 'pg_occ';
+SELECT count(*) AS schema_occ_is_member FROM pg_depend
+ WHERE classid = 'pg_namespace'::regclass AND objid = 'occ'::regnamespace AND deptype = 'e';
+-- it works
+SELECT occ.backoff(2, '1ms', '1s', 'full', 2, NULL, 0.5) AS full_jitter_draw_half;
+SELECT occ.backoff(2, '1ms', '1s', 'none') AS no_jitter;
+CALL occ.retry('SELECT 1');
+SELECT attempts, slept, last_sqlstate, outcome FROM occ.last_retry();
+-- an object of someone else's in schema occ: the update warns about it
+CREATE FUNCTION occ.not_ours() RETURNS int LANGUAGE sql AS 'SELECT 1';
+
+-- 3. The update
+ALTER EXTENSION pg_occ UPDATE;
+DROP FUNCTION occ.not_ours();
+SELECT extversion, extnamespace::regnamespace AS extnamespace FROM pg_extension WHERE extname = 'pg_occ';
+SELECT extversion = '0.2.0' AS updated_to_0_2_0 FROM pg_extension WHERE extname = 'pg_occ';
+SELECT count(*) AS schema_occ_is_member FROM pg_depend
+ WHERE classid = 'pg_namespace'::regclass AND objid = 'occ'::regnamespace
+   AND refclassid = 'pg_extension'::regclass
+   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_occ') AND deptype = 'e';
+-- the catalog is that of a fresh install, in both directions (a difference
+-- would show as one record per row)
+CREATE TEMP TABLE updated AS SELECT * FROM occ_catalog;
+\x on
+SELECT 'missing after the update' AS difference, * FROM (TABLE fresh EXCEPT TABLE updated) f
+UNION ALL
+SELECT 'only after the update', * FROM (TABLE updated EXCEPT TABLE fresh) u
+ORDER BY member, difference;
+\x off
+SELECT (SELECT count(*) FROM fresh) AS fresh_members, (SELECT count(*) FROM updated) AS updated_members;
+
+-- the new features work after the update
+CALL occ.retry('SELECT 1', contention => 'queue', key => 'k');
+SELECT attempts, outcome FROM occ.last_retry();
+SELECT waited IS NOT NULL AS has_waited FROM occ.last_retry();
+SELECT queued FROM occ.stats LIMIT 0;
+SELECT count(*) AS queued_columns FROM occ.stats WHERE queued >= 0 AND total_wait_time >= 0 AND max_wait_time >= 0
+   AND query = 'SELECT 1';
+BEGIN;
+SELECT occ.gate('k');
+COMMIT;
+SET occ.contention = 'queue';
+SHOW occ.contention;
+RESET occ.contention;
+
+-- 4. DROP EXTENSION removes the schema occ, which the update gave to the
+-- extension
+DROP EXTENSION pg_occ;
+SELECT count(*) = 0 AS schema_occ_dropped FROM pg_namespace WHERE nspname = 'occ';
+
+-- 5. 0.1.0 adopted a schema occ that another role had made: the update
+-- refuses to make such a schema part of the extension, until it is fixed
+CREATE ROLE occ_upgrade_alice;
+CREATE SCHEMA occ AUTHORIZATION occ_upgrade_alice;
+CREATE EXTENSION pg_occ VERSION '0.1.0';
+\set VERBOSITY default
+ALTER EXTENSION pg_occ UPDATE;
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+SELECT extversion FROM pg_extension WHERE extname = 'pg_occ';
+ALTER SCHEMA occ OWNER TO CURRENT_USER;
+ALTER EXTENSION pg_occ UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'pg_occ';
+DROP EXTENSION pg_occ;
+DROP ROLE occ_upgrade_alice;
+
+-- leave pg_occ installed at its default version, as pg_regress made it
+CREATE EXTENSION pg_occ;
+SELECT extversion FROM pg_extension WHERE extname = 'pg_occ';
+SELECT count(*) AS differences_from_fresh FROM (TABLE fresh EXCEPT TABLE occ_catalog) f;
+DROP TABLE fresh, updated;
+DROP VIEW occ_catalog;

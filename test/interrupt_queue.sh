@@ -1,0 +1,152 @@
+#!/bin/bash
+# While a queue-mode occ.retry call waits for the gate of its key it holds no
+# transaction id and no snapshot (backend_xmin), and pg_locks shows only its
+# virtual transaction id and its request for the gate; it shows as waiting
+# on an advisory lock, blocked by the gate's holder.  pg_cancel_backend,
+# statement_timeout and pg_terminate_backend end the wait at once,
+# max_duration bounds it, the next waiter proceeds when the holder is
+# terminated, and repeated random cancels leave no gate held and no update
+# lost or doubled.
+#
+# Real sessions: a holder call takes the gate and sleeps in its body; other
+# calls queue behind it.  States are reached by polling pg_stat_activity and
+# pg_locks, never by sleeping a fixed time; "at once" is checked loosely
+# (within 30 s, against a 10-minute holder).
+set -euo pipefail
+
+DB=occ_interrupt_queue
+fail() { echo "interrupt_queue: FAIL: $*" >&2; exit 1; }
+sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
+
+dropdb --if-exists "$DB" && createdb "$DB"
+sql "CREATE EXTENSION pg_occ;
+     CREATE TABLE hot (id int PRIMARY KEY, v bigint NOT NULL); INSERT INTO hot VALUES (1, 0);
+     -- fails (40001) unless this backend holds a gate: an ungated attempt fails
+     CREATE FUNCTION conflict_until_gated() RETURNS void LANGUAGE plpgsql AS
+     \$\$ BEGIN
+       IF NOT EXISTS (SELECT FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'
+                      AND objsubid = 20291 AND granted) THEN
+         RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
+       END IF;
+     END \$\$;"
+
+HOLD="CALL occ.retry('SELECT conflict_until_gated(); SELECT pg_sleep(600)', contention => 'queue', key => 'k')"
+WAIT="CALL occ.retry('SELECT conflict_until_gated(); UPDATE hot SET v = v + 1', contention => 'queue', key => 'k')"
+declare -A client_pid
+
+# start NAME CALL [SETUP]: run CALL in the background as application NAME
+start() {
+    PGAPPNAME=$1 psql -X -q -d "$DB" -c "${3:-SET client_min_messages = warning}" -c "$2" >"/tmp/occ_q_$1.out" 2>&1 &
+    client_pid[$1]=$!
+}
+
+# wait_for NAME CONDITION: poll until NAME's backend satisfies CONDITION
+# (on pg_stat_activity a); print its pid
+wait_for() {
+    for _ in $(seq 1 600); do
+        pid=$(sql "SELECT pid FROM pg_stat_activity a WHERE application_name = '$1' AND $2")
+        [ -n "$pid" ] && { echo "$pid"; return; }
+        sleep 0.1
+    done
+    fail "$1 never reached: $2"
+}
+holding() { wait_for "$1" "wait_event = 'PgSleep' AND EXISTS (SELECT FROM pg_locks l WHERE l.pid = a.pid AND l.objsubid = 20291 AND l.granted)"; }
+queued() { wait_for "$1" "wait_event_type = 'Lock' AND wait_event = 'advisory'"; }
+
+# ended NAME: the client must exit within 30 s; print its output
+ended() {
+    for _ in $(seq 1 300); do
+        kill -0 "${client_pid[$1]}" 2>/dev/null || { wait "${client_pid[$1]}" || true; cat "/tmp/occ_q_$1.out"; return; }
+        sleep 0.1
+    done
+    fail "$1 still running 30 s after the interrupt"
+}
+
+start holder "$HOLD"
+holder=$(holding holder)
+
+# what a queued call holds, and how it shows
+start waiter "$WAIT"
+pid=$(queued waiter)
+state=$(sql "SELECT backend_xid IS NULL, backend_xmin IS NULL, pg_blocking_pids(pid) = ARRAY[$holder] FROM pg_stat_activity WHERE pid = $pid")
+locks=$(sql "SELECT string_agg(locktype || ':' || mode || ':' || granted, ',' ORDER BY locktype) FROM pg_locks WHERE pid = $pid")
+echo "interrupt_queue: queued backend: no xid, no xmin, blocked by the holder: $state; locks: $locks"
+[ "$state" = "t|t|t" ] || fail "queued backend state $state"
+[ "$locks" = "advisory:ExclusiveLock:false,virtualxid:ExclusiveLock:true" ] || fail "queued backend holds $locks"
+
+# pg_cancel_backend
+sql "SELECT pg_cancel_backend($pid)" >/dev/null
+out=$(ended waiter)
+grep -q "canceling statement due to user request" <<<"$out" || fail "cancel: $out"
+echo "interrupt_queue: pg_cancel_backend ended the wait"
+
+# statement_timeout (2 s) against a 10-minute holder
+start timeout "$WAIT" "SET statement_timeout = '2s'"
+out=$(ended timeout)
+grep -q "canceling statement due to statement timeout" <<<"$out" || fail "statement_timeout: $out"
+echo "interrupt_queue: statement_timeout ended the wait"
+
+# max_duration (2 s): gives up with the last failure's SQLSTATE
+start maxdur "${WAIT%)}, max_duration => '2s')" "\\set VERBOSITY verbose"
+out=$(ended maxdur)
+grep -q "ERROR:  40001: simulated conflict" <<<"$out" && grep -q "max_duration ran out while waiting for the gate" <<<"$out" ||
+    fail "max_duration: $out"
+echo "interrupt_queue: max_duration bounded the wait (40001, gave up)"
+
+# pg_terminate_backend
+start terminate "$WAIT"
+pid=$(queued terminate)
+sql "SELECT pg_terminate_backend($pid)" >/dev/null
+out=$(ended terminate)
+grep -q "terminating connection due to administrator command" <<<"$out" || fail "terminate: $out"
+echo "interrupt_queue: pg_terminate_backend ended the wait"
+
+# the holder is terminated: its session gate goes with it, the next waiter runs
+start next "$WAIT"
+queued next >/dev/null
+sql "SELECT pg_terminate_backend($holder)" >/dev/null
+ended holder >/dev/null
+out=$(ended next)
+[ "$out" = "" ] || fail "next waiter after the holder was terminated: $out"
+[ "$(sql "SELECT v FROM hot")" = 1 ] || fail "the next waiter's update is missing"
+echo "interrupt_queue: the next waiter proceeded when the holder was terminated"
+[ "$(sql "SELECT count(*) FROM pg_locks WHERE objsubid = 20291")" = 0 ] || fail "a gate is still held"
+
+# repeated random cancels while 4 sessions pass the gate around: each session
+# then checks that it holds no gate, and the counter equals the calls that
+# succeeded (nothing lost, nothing doubled)
+sql "UPDATE hot SET v = 0"
+calls=100
+script=$(mktemp)
+{
+    echo "\\set ON_ERROR_STOP 0"
+    for _ in $(seq $calls); do
+        echo "CALL occ.retry('SELECT conflict_until_gated(); SELECT pg_sleep(0.005); UPDATE hot SET v = v + 1', contention => 'queue', key => 'k');"
+        echo "\\echo DONE :ERROR"
+    done
+    echo "SELECT 'LEFT ' || count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND objsubid = 20291;"
+} >"$script"
+for i in 1 2 3 4; do
+    PGAPPNAME=storm$i psql -X -q -At -d "$DB" -f "$script" >"/tmp/occ_q_storm$i.out" 2>&1 &
+    client_pid[storm$i]=$!
+done
+cancels=0
+while kill -0 "${client_pid[storm1]}" 2>/dev/null || kill -0 "${client_pid[storm2]}" 2>/dev/null ||
+      kill -0 "${client_pid[storm3]}" 2>/dev/null || kill -0 "${client_pid[storm4]}" 2>/dev/null; do
+    n=$(sql "SELECT count(pg_cancel_backend(pid)) FROM (SELECT pid FROM pg_stat_activity
+              WHERE application_name LIKE 'storm%' AND state = 'active' ORDER BY random() LIMIT 2) s")
+    cancels=$((cancels + n))
+done
+succeeded=0
+for i in 1 2 3 4; do
+    wait "${client_pid[storm$i]}" || true
+    grep -q "^LEFT 0$" "/tmp/occ_q_storm$i.out" || fail "storm$i: a gate was left held: $(tail -3 "/tmp/occ_q_storm$i.out")"
+    succeeded=$((succeeded + $(grep -c "^DONE false$" "/tmp/occ_q_storm$i.out")))
+done
+v=$(sql "SELECT v FROM hot")
+echo "interrupt_queue: $cancels random cancels: $succeeded of $((4 * calls)) calls committed, counter $v, no gate left"
+[ "$cancels" -ge 10 ] || fail "only $cancels cancels were sent"
+[ "$v" = "$succeeded" ] || fail "counter $v != $succeeded committed calls"
+
+dropdb "$DB"
+echo "interrupt_queue: ok"
