@@ -345,7 +345,7 @@ occ_gate_wait(OccGate *gate, double timeout_usec)
 	Assert(!gate->held);
 
 	/* a free gate is taken at once, without the cost of a subtransaction */
-	if (LockAcquireExtended(&gate->tag, OCC_GATE_LOCKMODE, true, true,
+	if (occ_lock_acquire_extended(&gate->tag, OCC_GATE_LOCKMODE, true, true,
 							false, NULL) != LOCKACQUIRE_NOT_AVAIL)
 	{
 		gate->held = true;
@@ -367,7 +367,7 @@ occ_gate_wait(OccGate *gate, double timeout_usec)
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		if (LockAcquireExtended(&gate->tag, OCC_GATE_LOCKMODE, true, false,
+		if (occ_lock_acquire_extended(&gate->tag, OCC_GATE_LOCKMODE, true, false,
 								false, NULL) == LOCKACQUIRE_NOT_AVAIL)
 			outcome = OCC_GATE_UNAVAILABLE; /* out of lock table memory */
 		LockTimeout = saved_lock_timeout;

@@ -71,6 +71,20 @@
 #define occ_lock_held_by_me(tag, mode) LockHeldByMe((tag), (mode))
 #endif
 
+/*
+ * occ_lock_acquire_extended(tag, mode, session, dontwait, reporterr,
+ * locallockp): LockAcquireExtended.  18 added a last argument,
+ * logLockFailure; false keeps the old behaviour (LockAcquire passes false
+ * too: no log_lock_failures message when dontwait finds the lock taken).
+ */
+#if PG_VERSION_NUM >= 180000
+#define occ_lock_acquire_extended(tag, mode, session, dontwait, reporterr, locallockp) \
+	LockAcquireExtended((tag), (mode), (session), (dontwait), (reporterr), (locallockp), false)
+#else
+#define occ_lock_acquire_extended(tag, mode, session, dontwait, reporterr, locallockp) \
+	LockAcquireExtended((tag), (mode), (session), (dontwait), (reporterr), (locallockp))
+#endif
+
 /* ---------------- end of version compatibility ---------------- */
 
 /* How occ.retry handles contention, in the order of occ.contention's options */
