@@ -78,6 +78,9 @@ SELECT results_eq(
          FROM pg_depend
         WHERE refclassid = 'pg_extension'::regclass
           AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_occ') AND deptype = 'e'
+          -- not the views' row types and their array types, members from PostgreSQL 17 on
+          AND NOT (classid = 'pg_type'::regclass AND objid IN (SELECT oid FROM pg_type WHERE typrelid <> 0
+                                                               UNION ALL SELECT typarray FROM pg_type WHERE typrelid <> 0))
         ORDER BY pg_describe_object(classid, objid, objsubid) COLLATE "C" $$,
     $$ VALUES ('function occ.backoff(integer,interval,interval,text,double precision,interval,double precision)'),
               ('function occ.gate(text)'), ('function occ.last_retry()'),
@@ -405,6 +408,9 @@ SELECT is(
             FROM pg_depend d
            WHERE d.refclassid = 'pg_extension'::regclass
              AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_occ') AND d.deptype = 'e'
+             -- not the views' row types and their array types, members from PostgreSQL 17 on
+             AND NOT (d.classid = 'pg_type'::regclass AND d.objid IN (SELECT oid FROM pg_type WHERE typrelid <> 0
+                                                                      UNION ALL SELECT typarray FROM pg_type WHERE typrelid <> 0))
              AND NOT EXISTS (SELECT 1 FROM pg_description c
                               WHERE c.classoid = d.classid AND c.objoid = d.objid AND c.objsubid = 0
                                 AND length(c.description) > 0)
