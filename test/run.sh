@@ -116,9 +116,15 @@ make_root() {
 # unmount, and remove the root
 leave_root() {
     [ -n "${root:-}" ] || return 0
-    local p mounted
-    for p in /proc/[0-9]*; do
-        [ "$(readlink "$p/root" 2>/dev/null)" != "$root" ] || kill -KILL "${p#/proc/}" 2>/dev/null || true
+    local p pids mounted
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        pids=$(for p in /proc/[0-9]*; do
+                   [ "$(readlink "$p/root" 2>/dev/null)" != "$root" ] || echo "${p#/proc/}"
+               done)
+        [ -n "$pids" ] || break
+        # shellcheck disable=SC2086
+        kill -KILL $pids 2>/dev/null || true
+        sleep 0.5
     done
     ! mountpoint -q "$root/dev" || umount -R "$root/dev" || umount -R -l "$root/dev" || true
     ! mountpoint -q "$root/proc" || umount "$root/proc" || umount -l "$root/proc" || true
@@ -154,8 +160,10 @@ test_in_root() {
         --exclude=./results --exclude=./output_iso --exclude=./tmp_check --exclude=./log \
         --exclude=./test/results --exclude='./regression.*' -cf - . | tar -C "$root/pg_occ" -xf -
     echo "Debian $suite root ready in $((SECONDS - start)) s: $root"
+    # in the background, so that a signal reaches our traps at once
     chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        HOME=/root LANG=C.UTF-8 OCC_IN_ROOT="$suite" /pg_occ/test/run.sh --pg "$v" --no-install || rc=$?
+        HOME=/root LANG=C.UTF-8 OCC_IN_ROOT="$suite" /pg_occ/test/run.sh --pg "$v" --no-install &
+    wait $! || rc=$?
     leave_root
     return $rc
 }
@@ -198,6 +206,7 @@ fi
 
 v=${versions[0]}
 suite=$(suite_of "$v")
+# shellcheck disable=SC1091
 host_suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
 if [ "$suite" = "$host_suite" ]; then
     test_here "$v"
