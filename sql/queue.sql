@@ -39,7 +39,7 @@ SELECT attempts, slept, outcome FROM occ.last_retry();
 RESET occ.contention;
 -- backoff mode sleeps instead: every attempt fails, nobody gives a gate
 CALL occ.retry('SELECT conflict_until_gated()', max_attempts => 3,
-               base => '1ms', jitter => 'none');
+               base => '1ms', jitter => 'none', contention => 'backoff');
 SELECT attempts, slept >= '3ms' AS slept_1ms_then_2ms, outcome FROM occ.last_retry();
 SELECT v FROM qcounter;
 
@@ -98,7 +98,9 @@ SELECT occ.gate('');
 SET occ.contention = 'fifo';
 \echo :LAST_ERROR_SQLSTATE
 -- a key without contention is fine when the setting says backoff: unused
+SET occ.contention = 'backoff';
 CALL occ.retry('SELECT 1', key => 'k');
+RESET occ.contention;
 -- spelled in any case, like the other options
 CALL occ.retry('SELECT 1', contention => 'QUEUE');
 \echo :LAST_ERROR_SQLSTATE

@@ -1,5 +1,8 @@
 -- CALL occ.retry: single-session behaviour.  Concurrent conflicts are in the
 -- isolation specs (test/specs); here failures are raised on purpose.
+-- These tests are about backoff (they measure sleeps): queue mode, the
+-- default, is in queue.sql.
+SET occ.contention = 'backoff';
 
 CREATE TABLE counter (id int PRIMARY KEY, v int NOT NULL);
 INSERT INTO counter VALUES (1, 0);

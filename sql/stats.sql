@@ -1,5 +1,7 @@
 -- occ.stats: exact counts after known sequences of failures, reset,
 -- privileges and text masking.  Needs shared_preload_libraries = pg_occ.
+-- In backoff mode, whose sleeps are counted too (queue mode: queue.sql).
+SET occ.contention = 'backoff';
 
 SELECT occ.stats_reset();
 SELECT dealloc, stats_reset > now() - interval '1 hour' AS recent FROM occ.stats_info;

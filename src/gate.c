@@ -78,7 +78,7 @@ PG_FUNCTION_INFO_V1(occ_gate);
 #define OCC_HEAT_TAU_USEC 1000000.0
 #define OCC_HOT_MIN_FAILURES 2.0
 #define OCC_HOT_FAILURE_RATIO 0.25
-#define OCC_PROBE_ONE_IN 16
+#define OCC_PROBE_ONE_IN 32
 
 typedef struct OccHeatSlot
 {

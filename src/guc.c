@@ -28,7 +28,7 @@ int			occ_max_attempts = 30;
 double		occ_factor = 2.0;
 int			occ_max_duration = 0;
 int			occ_isolation = XACT_SERIALIZABLE;
-int			occ_contention = OCC_CONTENTION_BACKOFF;
+int			occ_contention = OCC_CONTENTION_QUEUE;
 char	   *occ_retry_sqlstates = NULL;
 bool		occ_log_retries = false;
 bool		occ_track_stats = true;
@@ -174,7 +174,7 @@ occ_define_gucs(void)
 	DefineCustomEnumVariable("occ.contention",
 							 "How occ.retry waits between attempts: backoff sleeps, queue waits on the gate of the key.",
 							 NULL,
-							 &occ_contention, OCC_CONTENTION_BACKOFF, occ_contention_options,
+							 &occ_contention, OCC_CONTENTION_QUEUE, occ_contention_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomStringVariable("occ.retry_sqlstates",
 							   "SQLSTATEs and SQLSTATE classes that occ.retry retries.",

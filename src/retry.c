@@ -616,10 +616,15 @@ occ_retry(PG_FUNCTION_ARGS)
 			 * Queue mode: instead of sleeping, wait for the gate of the key
 			 * (or, when a gated attempt lost to a caller of another derived
 			 * key, for the gate of the body alone).  The gate is kept across
-			 * the call's further attempts.  If the wait cannot be had
-			 * (deadlock, lock table full, lock_timeout), back off instead.
+			 * the call's further attempts (and taken again if the body
+			 * released it with pg_advisory_unlock_all()).  If the wait
+			 * cannot be had (deadlock, lock table full, lock_timeout), back
+			 * off instead.  A deadlock is a cycle with another transaction,
+			 * not a queue of callers: it backs off too, so that the winner
+			 * can take the locks this attempt released before it runs again.
 			 */
 			if (why == NULL && gate != NULL && !gate->bypassed &&
+				edata->sqlerrcode != ERRCODE_T_R_DEADLOCK_DETECTED &&
 				(!occ_gate_still_held(gate) || occ_gate_escalate(gate)))
 			{
 				if (occ_log_retries)

@@ -19,7 +19,7 @@ sql "CREATE EXTENSION pg_occ;
      CREATE FUNCTION always_conflict() RETURNS void LANGUAGE plpgsql AS
      \$\$ BEGIN RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict'; END \$\$;"
 
-CALL="CALL occ.retry('SELECT always_conflict()', base => '10min', cap => '10min', jitter => 'none')"
+CALL="CALL occ.retry('SELECT always_conflict()', base => '10min', cap => '10min', jitter => 'none', contention => 'backoff')"
 
 # start_sleeper NAME [SETUP]: run the call in the background as application NAME
 start_sleeper() {

@@ -27,7 +27,7 @@
 #   fixed-work  seed 000 (AWS, "Exponential Backoff And Jitter"): N clients
 #               each commit ONE update (pgbench -t 1); total attempts ("work")
 #               and the time until all are done.
-#   contention  queue mode's targets: 64 and 128 clients, 1 ms of work,
+#   contention  queue mode's targets: 16, 64 and 128 clients, 1 ms of work,
 #               pessimistic-1rt, occ-backoff, occ-queue and occ-queue-key
 #               side by side, medians of --rounds interleaved rounds; then
 #               the guard workloads (1,000 uniform rows, 50% on one row, 1
@@ -71,7 +71,7 @@ ISO="repeatable read"
 OUT="$HERE/results"
 OVERHEAD_FORMS="bare occ-bare occ-bare-nostats"
 OVERHEAD_REPS=5
-CONTENTION_CLIENTS="64 128"
+CONTENTION_CLIENTS="16 64 128"
 CONTENTION_FORMS="pessimistic-1rt occ-backoff occ-queue occ-queue-key"
 GUARD_CLIENTS=64
 ROUNDS=3
@@ -101,7 +101,7 @@ Usage: $0 [options]
                        with stats on and off, interleaved, --duration s each,
                        $OVERHEAD_REPS times; contention: queue mode's targets
                        and guard workloads, see the header)
-  --contention-clients "64 128"  client counts of the contention mode
+  --contention-clients "16 64 128"  client counts of the contention mode
   --rounds R           interleaved rounds of the contention mode (default: $ROUNDS)
   --max-attempts N     occ.retry max_attempts and pgbench --max-tries (default: $MAX_ATTEMPTS)
   --base I --cap I     occ.retry base and cap       (default: $BASE, $CAP)
@@ -381,29 +381,39 @@ fixed_work() {
 	done
 }
 
+# in_turn REP A B: "A B" in odd rounds, "B A" in even ones
+in_turn() {
+	if [ $(($1 % 2)) = 1 ]; then echo "$2 $3"; else echo "$3 $2"; fi
+}
+
 # contention: queue mode against the lock and against backoff on the hot row
 # (1 ms of work), then the guard workloads where backoff is fine: one body
 # over 1,000 uniformly chosen rows, half of the calls on the hot row, one
-# uncontended client, and lock-based writers mixed in.  Every round runs
+# client (no work, rows chosen uniformly: the cost of an uncontended call),
+# and lock-based writers mixed in.  Every round runs
 # every form of every workload once, so drifts of the machine hit all alike.
 contention() {
-	local rep clients form
+	local rep clients form forms
 	for rep in $(seq "$ROUNDS"); do
+		# odd rounds run each workload's forms in order, even rounds in
+		# reverse, so that no form always runs first (after a VACUUM) or last
+		forms=$CONTENTION_FORMS
+		[ $((rep % 2)) = 1 ] || forms=$(tr ' ' '\n' <<<"$forms" | tac | xargs)
 		for clients in $CONTENTION_CLIENTS; do
-			for form in $CONTENTION_FORMS; do
+			for form in $forms; do
 				HOT_PCT=100 run_one contention "$form" "$clients" 1 "$rep"
 			done
 		done
-		for form in occ-backoff occ-queue; do
+		for form in $(in_turn "$rep" occ-backoff occ-queue); do
 			HOT_PCT=0 run_one guard-uniform "$form" "$GUARD_CLIENTS" 1 "$rep"
 		done
-		for form in occ-backoff occ-queue-key; do
+		for form in $(in_turn "$rep" occ-backoff occ-queue-key); do
 			HOT_PCT=50 run_one guard-halfhot "$form" "$GUARD_CLIENTS" 1 "$rep"
 		done
-		for form in occ-backoff occ-queue; do
-			HOT_PCT=100 run_one guard-single "$form" 1 0 "$rep"
+		for form in $(in_turn "$rep" occ-backoff occ-queue); do
+			HOT_PCT=0 run_one guard-single "$form" 1 0 "$rep"
 		done
-		for form in mixed-gate mixed-nogate; do
+		for form in $(in_turn "$rep" mixed-gate mixed-nogate); do
 			HOT_PCT=100 run_one guard-mixed "$form" "$GUARD_CLIENTS" 1 "$rep"
 		done
 	done

@@ -53,7 +53,7 @@ SELECT results_eq(
 ------------------------------------------------------------------------
 SELECT results_eq(
     $$ SELECT name::text COLLATE "default", boot_val, min_val, max_val FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
-    $$ VALUES ('occ.base_delay', '1', '0.001', '3.6e+06'), ('occ.contention', 'backoff', NULL, NULL),
+    $$ VALUES ('occ.base_delay', '1', '0.001', '3.6e+06'), ('occ.contention', 'queue', NULL, NULL),
               ('occ.factor', '2', '1', '1000'),
               ('occ.isolation', 'serializable', NULL, NULL), ('occ.jitter', 'full', NULL, NULL),
               ('occ.log_retries', 'off', NULL, NULL), ('occ.max_attempts', '30', '1', '2147483647'),
@@ -73,7 +73,7 @@ SELECT is(current_setting('occ.factor'), '2', 'occ.factor defaults to 2');
 SELECT is(current_setting('occ.max_attempts'), '30', 'occ.max_attempts defaults to 30');
 SELECT is(current_setting('occ.max_duration'), '0', 'occ.max_duration defaults to 0 (no limit)');
 SELECT is(current_setting('occ.isolation'), 'serializable', 'occ.isolation defaults to serializable');
-SELECT is(current_setting('occ.contention'), 'backoff', 'occ.contention defaults to backoff');
+SELECT is(current_setting('occ.contention'), 'queue', 'occ.contention defaults to queue');
 SELECT is(current_setting('occ.retry_sqlstates'), '40001,40P01', 'occ.retry_sqlstates defaults to 40001,40P01');
 SELECT is(current_setting('occ.log_retries'), 'off', 'occ.log_retries defaults to off');
 SELECT is(current_setting('occ.track_stats'), 'on', 'occ.track_stats defaults to on');
