@@ -76,9 +76,9 @@ PG_FUNCTION_INFO_V1(occ_gate);
 /* temperature slots in shared memory, and how they decide */
 #define OCC_HEAT_SLOTS 4096
 #define OCC_HEAT_TAU_USEC 1000000.0
-#define OCC_HOT_MIN_FAILURES 2.0
+#define OCC_HOT_MIN_FAILURES 1.0
 #define OCC_HOT_FAILURE_RATIO 0.25
-#define OCC_PROBE_ONE_IN 32
+#define OCC_PROBE_ONE_IN 64
 
 typedef struct OccHeatSlot
 {

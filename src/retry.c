@@ -647,12 +647,20 @@ occ_retry(PG_FUNCTION_ARGS)
 
 			/*
 			 * Backoff mode, and a gated attempt that failed: sleep a
-			 * jittered delay (a gated call counts only its gated failures,
-			 * so that it stays short).
+			 * jittered delay.  A gated attempt lost to someone outside the
+			 * queue; after a serialization failure the winner has committed,
+			 * so the first time it runs again at once.  Otherwise, it backs
+			 * off holding the gate, counting only its gated failures, so
+			 * that the delay stays short.
 			 */
 			if (gate != NULL && gate->held)
-				delay = occ_backoff_delay(&spec.backoff, gated_failures++, spec.backoff.base,
-										  occ_random_draw());
+			{
+				delay = (gated_failures == 0 &&
+						 edata->sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE) ? 0 :
+					occ_backoff_delay(&spec.backoff, gated_failures, spec.backoff.base,
+									  occ_random_draw());
+				gated_failures++;
+			}
 			else
 			{
 				delay = occ_backoff_delay(&spec.backoff, result.attempts - 1, prev,
