@@ -80,6 +80,7 @@ DO_SWEEP=1
 DO_FIXED=1
 DO_OVERHEAD=1
 DO_CONTENTION=1
+REPORT_ONLY=0
 EXISTING=0
 KEEP_LOGS=0
 
@@ -103,6 +104,8 @@ Usage: $0 [options]
                        and guard workloads, see the header)
   --contention-clients "16 64 128"  client counts of the contention mode
   --rounds R           interleaved rounds of the contention mode (default: $ROUNDS)
+  --report-only        no runs: the tables and plots again from --out's results.csv
+                       (with the same mode options as the run)
   --max-attempts N     occ.retry max_attempts and pgbench --max-tries (default: $MAX_ATTEMPTS)
   --base I --cap I     occ.retry base and cap       (default: $BASE, $CAP)
   --isolation L        of pgbench-retry and occ-*   (default: $ISO)
@@ -144,6 +147,7 @@ parse_args() {
 			--contention-only) DO_SWEEP=0; DO_FIXED=0; DO_OVERHEAD=0 ;;
 			--contention-clients) CONTENTION_CLIENTS=$2; shift ;;
 			--rounds) ROUNDS=$2; shift ;;
+			--report-only) REPORT_ONLY=1 ;;
 			--max-attempts) MAX_ATTEMPTS=$2; shift ;;
 			--base) BASE=$2; shift ;;
 			--cap) CAP=$2; shift ;;
@@ -424,29 +428,34 @@ contention_tables() {
 	echo
 	echo "### Queue mode: hot row, 1 ms of work, median of $ROUNDS interleaved ${DURATION}s rounds"
 	echo
-	echo "Ideal FIFO wait = N clients / X commits/s of the same run. Targets for the queue forms: commits/s >= 0.97 x pessimistic-1rt, attempts/commit <= 1.2, p99 <= 1.5 x ideal, 0 give-ups."
+	echo "Ideal FIFO wait = N clients / X commits/s of the same run. x pessimistic-1rt: the median over rounds of the ratio to pessimistic-1rt in the same round. Targets for the queue forms: commits/s >= 0.97 x pessimistic-1rt, attempts/commit <= 1.2, p99 <= 1.5 x ideal, 0 give-ups."
 	echo
 	echo "| form | clients | commits/s | x pessimistic-1rt | attempts/commit | p99 ms | ideal ms | p99 / ideal | give-ups | targets |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
-	summarize contention 1 commits_per_s attempts_per_commit p99_ms give_ups | awk '
-		{ form[NR] = $1; n[NR] = $2; x[NR] = $3; a[NR] = $4; p[NR] = $5; g[NR] = $6
-		  if ($1 == "pessimistic-1rt") ref[$2] = $3 }
+	join -j1 <(summarize contention 1 commits_per_s attempts_per_commit p99_ms give_ups | awk '{ print $1 "/" $2, $0 }' | sort) \
+		<(paired_ratio contention 1 pessimistic-1rt commits_per_s | awk '{ print $1 "/" $2, $3 }' | sort) |
+		cut -d' ' -f2- | sort -k2,2n -k1,1 | awk '
+		{ form[NR] = $1; n[NR] = $2; x[NR] = $3; a[NR] = $4; p[NR] = $5; g[NR] = $6; q[NR] = $7 }
 		END { for (i = 1; i <= NR; i++) {
-			ratio = (n[i] in ref) ? x[i] / ref[n[i]] : 0; ideal = 1000 * n[i] / x[i]; verdict = ""
+			ratio = q[i]; ideal = 1000 * n[i] / x[i]; verdict = ""
 			if (form[i] ~ /^occ-queue/)
 				verdict = (ratio >= 0.97 && a[i] <= 1.2 && p[i] <= 1.5 * ideal && g[i] == 0) ? "met" : "missed:" (ratio < 0.97 ? " commits" : "") (a[i] > 1.2 ? " attempts" : "") (p[i] > 1.5 * ideal ? " p99" : "") (g[i] > 0 ? " give-ups" : "")
 			printf "| %s | %d | %.0f | %.3f | %.3f | %.0f | %.0f | %.2f | %d | %s |\n", form[i], n[i], x[i], ratio, a[i], p[i], ideal, p[i] / ideal, g[i], verdict } }'
 	echo
 	echo "### Queue mode: guard workloads, $GUARD_CLIENTS clients (1 for single), median of $ROUNDS interleaved rounds"
 	echo
+	echo "x backoff: the median over rounds of the ratio to occ-backoff in the same round."
+	echo
 	echo "| workload | form | commits/s | x backoff | attempts/commit | p99 ms | give-ups | target |"
 	echo "|---|---|---:|---:|---:|---:|---:|---|"
 	local mode work
 	for mode in guard-uniform guard-halfhot guard-single; do
 		work=1; [ "$mode" = guard-single ] && work=0
-		summarize "$mode" "$work" commits_per_s attempts_per_commit p99_ms give_ups | awk -v mode="$mode" '
-			{ form[NR] = $1; x[NR] = $3; a[NR] = $4; p[NR] = $5; g[NR] = $6; if ($1 == "occ-backoff") ref = $3 }
-			END { for (i = 1; i <= NR; i++) { ratio = ref > 0 ? x[i] / ref : 0; t = ""
+		join -j1 <(summarize "$mode" "$work" commits_per_s attempts_per_commit p99_ms give_ups | awk '{ print $1, $0 }' | sort) \
+			<(paired_ratio "$mode" "$work" occ-backoff commits_per_s | awk '{ print $1, $3 }' | sort) |
+			cut -d' ' -f2- | awk -v mode="$mode" '
+			{ form[NR] = $1; x[NR] = $3; a[NR] = $4; p[NR] = $5; g[NR] = $6; q[NR] = $7 }
+			END { for (i = 1; i <= NR; i++) { ratio = q[i]; t = ""
 				if (form[i] != "occ-backoff") {
 					if (mode == "guard-uniform") t = ratio >= 0.9 ? "met (>= 0.9 x backoff)" : "missed (< 0.9 x backoff)"
 					if (mode == "guard-halfhot") t = a[i] <= 1.2 ? "met (<= 1.2 attempts)" : "missed (> 1.2 attempts)"
@@ -505,6 +514,22 @@ summarize() {
 		END { for (o = 1; o <= m; o++) { k = order[o]; line = k
 		        for (j = 1; j <= n; j++) line = line " " (((k, j) in bad) ? "-" : sprintf("%.6g", median(k, j)))
 		        print line } }' "$CSV"
+}
+
+# paired_ratio MODE WORK_MS REF COLUMN: per form and client count, the
+# median over rounds of COLUMN / REF's COLUMN in the same round (a paired
+# comparison, which the machine's drifts between rounds do not blur);
+# prints "form clients ratio" lines
+paired_ratio() {
+	awk -F, -v mode="$1" -v work="$2" -v ref="$3" -v col="$4" '
+		NR == 1 { for (i = 1; i <= NF; i++) idx[$i] = i; next }
+		$1 != mode || $4 != work { next }
+		{ k = $2 " " $3; if (!(k in seen)) { seen[k] = 1; order[++m] = k }
+		  v[k, $5] = $(idx[col]); if ($2 == ref) r[$3, $5] = $(idx[col]); reps[$5] = 1 }
+		END { for (o = 1; o <= m; o++) { k = order[o]; split(k, f, " "); n = 0
+		        for (rp in reps) if (((k, rp) in v) && ((f[2], rp) in r) && r[f[2], rp] > 0) a[++n] = v[k, rp] / r[f[2], rp]
+		        for (i = 2; i <= n; i++) { x = a[i]; for (t = i - 1; t >= 1 && a[t] > x; t--) a[t + 1] = a[t]; a[t + 1] = x }
+		        printf "%s %.4f\n", k, n == 0 ? 0 : (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2) } }' "$CSV"
 }
 
 # markdown_table MODE WORK_MS TITLE HEADERS COLUMNS: a markdown table
@@ -601,6 +626,13 @@ report() {
 
 main() {
 	parse_args "$@"
+	if [ "$REPORT_ONLY" = 1 ]; then
+		CSV="$OUT/results.csv"
+		[ -f "$CSV" ] || die "no $CSV to report on"
+		mkdir -p "$OUT/runs"
+		report
+		return
+	fi
 	enter_cluster "$@"
 	command -v gnuplot >/dev/null || die "gnuplot is missing (apt-get install gnuplot-nox)"
 	rm -rf "$OUT/runs" "$OUT"/*.png
