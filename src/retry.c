@@ -353,12 +353,12 @@ occ_elapsed_usec(instr_time start)
 
 /*
  * occ_run_attempt: run the body once as a whole transaction and commit it.
- * Returns NULL on success; otherwise the error, with the failed transaction
- * already rolled back and a new one started.  Non-retryable errors are
- * returned too: the caller decides.
+ * Returns NULL on success; otherwise the error, copied into attemptcxt, with
+ * the failed transaction already rolled back and a new one started.
+ * Non-retryable errors are returned too: the caller decides.
  */
 static ErrorData *
-occ_run_attempt(const OccRetrySpec *spec, MemoryContext callcxt)
+occ_run_attempt(const OccRetrySpec *spec, MemoryContext attemptcxt)
 {
 	ResourceOwner oldowner = CurrentResourceOwner;
 	volatile bool in_subxact = false;
@@ -372,7 +372,7 @@ occ_run_attempt(const OccRetrySpec *spec, MemoryContext callcxt)
 
 	BeginInternalSubTransaction(NULL);
 	in_subxact = true;
-	MemoryContextSwitchTo(callcxt);
+	MemoryContextSwitchTo(attemptcxt);
 
 	PG_TRY();
 	{
@@ -389,7 +389,7 @@ occ_run_attempt(const OccRetrySpec *spec, MemoryContext callcxt)
 
 		ReleaseCurrentSubTransaction();
 		in_subxact = false;
-		MemoryContextSwitchTo(callcxt);
+		MemoryContextSwitchTo(attemptcxt);
 		CurrentResourceOwner = oldowner;
 
 		/* SSI may fail here; SPI_commit then starts a new transaction */
@@ -397,13 +397,13 @@ occ_run_attempt(const OccRetrySpec *spec, MemoryContext callcxt)
 	}
 	PG_CATCH();
 	{
-		MemoryContextSwitchTo(callcxt);
+		MemoryContextSwitchTo(attemptcxt);
 		edata = CopyErrorData();
 		FlushErrorState();
 		if (in_subxact)
 		{
 			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(callcxt);
+			MemoryContextSwitchTo(attemptcxt);
 			CurrentResourceOwner = oldowner;
 			body_failed = true;
 		}
@@ -465,7 +465,7 @@ occ_classify(OccCallResult *result, int sqlerrcode)
  */
 static void
 occ_sleep_between(const OccRetrySpec *spec, OccCallResult *result,
-				  instr_time start, MemoryContext callcxt, double delay)
+				  instr_time start, MemoryContext cxt, double delay)
 {
 	instr_time	from;
 
@@ -477,7 +477,7 @@ occ_sleep_between(const OccRetrySpec *spec, OccCallResult *result,
 	}
 	PG_CATCH();
 	{
-		MemoryContextSwitchTo(callcxt);
+		MemoryContextSwitchTo(cxt);
 		result->last_sqlerrcode = CopyErrorData()->sqlerrcode;
 		occ_account(spec, result, start);
 		PG_RE_THROW();
@@ -495,7 +495,7 @@ occ_sleep_between(const OccRetrySpec *spec, OccCallResult *result,
  */
 static OccGateWait
 occ_wait_gate(const OccRetrySpec *spec, OccCallResult *result, OccGate *gate,
-			  instr_time start, MemoryContext callcxt)
+			  instr_time start, MemoryContext cxt)
 {
 	instr_time	from;
 	OccGateWait outcome;
@@ -517,7 +517,7 @@ occ_wait_gate(const OccRetrySpec *spec, OccCallResult *result, OccGate *gate,
 	}
 	PG_CATCH();
 	{
-		MemoryContextSwitchTo(callcxt);
+		MemoryContextSwitchTo(cxt);
 		result->last_sqlerrcode = CopyErrorData()->sqlerrcode;
 		result->wait_ms += occ_elapsed_usec(from) / 1000.0;
 		occ_account(spec, result, start);
@@ -543,6 +543,7 @@ occ_retry(PG_FUNCTION_ARGS)
 	OccCallResult result;
 	OccGate    *gate = NULL;
 	MemoryContext callcxt;
+	MemoryContext attemptcxt;
 	instr_time	start;
 	double		prev;
 	int			gated_failures = 0;
@@ -572,6 +573,15 @@ occ_retry(PG_FUNCTION_ARGS)
 
 	SPI_connect_ext(SPI_OPT_NONATOMIC);
 	callcxt = CurrentMemoryContext;
+
+	/*
+	 * What an attempt leaves behind (its error, its messages) goes in
+	 * attemptcxt, reset before the next attempt: a call's memory does not
+	 * grow with its attempts.  The last failure, rethrown at give-up, lives
+	 * there until then.
+	 */
+	attemptcxt = AllocSetContextCreate(callcxt, "occ.retry attempt",
+									   ALLOCSET_DEFAULT_SIZES);
 	if (spec.contention == OCC_CONTENTION_QUEUE)
 	{
 		gate = palloc(sizeof(OccGate));
@@ -592,8 +602,10 @@ occ_retry(PG_FUNCTION_ARGS)
 			double		delay;
 			char	   *why = NULL;
 
+			MemoryContextReset(attemptcxt);
+			MemoryContextSwitchTo(attemptcxt);
 			result.attempts++;
-			edata = occ_run_attempt(&spec, callcxt);
+			edata = occ_run_attempt(&spec, attemptcxt);
 			if (gate != NULL)
 				occ_gate_observe(gate, edata != NULL);
 			if (edata == NULL)
@@ -631,7 +643,7 @@ occ_retry(PG_FUNCTION_ARGS)
 					ereport(LOG,
 							(errmsg("occ.retry attempt %d failed with SQLSTATE %s, waiting for the gate",
 									result.attempts, unpack_sql_state(edata->sqlerrcode))));
-				switch (occ_wait_gate(&spec, &result, gate, start, callcxt))
+				switch (occ_wait_gate(&spec, &result, gate, start, attemptcxt))
 				{
 					case OCC_GATE_TAKEN:
 						FreeErrorData(edata);
@@ -683,7 +695,7 @@ occ_retry(PG_FUNCTION_ARGS)
 						(errmsg("occ.retry attempt %d failed with SQLSTATE %s, retrying in %.3f ms",
 								result.attempts, unpack_sql_state(edata->sqlerrcode), delay / 1000.0)));
 			FreeErrorData(edata);
-			occ_sleep_between(&spec, &result, start, callcxt, delay);
+			occ_sleep_between(&spec, &result, start, attemptcxt, delay);
 		}
 	}
 	PG_CATCH();
