@@ -173,7 +173,11 @@ extern double occ_random_draw(void);
 extern void occ_sleep_usec(double usec);
 
 /* plan_cache.c */
-extern struct _SPI_plan *occ_body_plan(const char *sql, int nargs, Oid *argtypes);
+typedef struct OccBody OccBody;
+extern OccBody *occ_body_open(const char *sql, int nargs, const Oid *argtypes);
+extern int	occ_body_nstmts(const OccBody *body);
+extern struct _SPI_plan *occ_body_plan(OccBody *body, int i);
+extern void occ_body_close(OccBody *body);
 
 /* gate.c */
 typedef struct OccGate

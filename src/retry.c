@@ -352,13 +352,15 @@ occ_elapsed_usec(instr_time start)
 }
 
 /*
- * occ_run_attempt: run the body once as a whole transaction and commit it.
- * Returns NULL on success; otherwise the error, copied into attemptcxt, with
+ * occ_run_attempt: run the body once as a whole transaction and commit it,
+ * statement by statement (*body, the kept plans, is opened on the first
+ * attempt: a syntax error counts as a failed attempt).  Returns NULL on
+ * success; otherwise the error, copied into attemptcxt, with
  * the failed transaction already rolled back and a new one started.
  * Non-retryable errors are returned too: the caller decides.
  */
 static ErrorData *
-occ_run_attempt(const OccRetrySpec *spec, MemoryContext attemptcxt)
+occ_run_attempt(const OccRetrySpec *spec, OccBody **body, MemoryContext attemptcxt)
 {
 	ResourceOwner oldowner = CurrentResourceOwner;
 	volatile bool in_subxact = false;
@@ -376,16 +378,21 @@ occ_run_attempt(const OccRetrySpec *spec, MemoryContext attemptcxt)
 
 	PG_TRY();
 	{
-		SPIPlanPtr	plan = occ_body_plan(spec->sql, spec->nargs, spec->argtypes);
-		int			rc = SPI_execute_plan(plan, spec->values, spec->nulls, false, 0);
+		if (*body == NULL)
+			*body = occ_body_open(spec->sql, spec->nargs, spec->argtypes);
+		for (int i = 0; i < occ_body_nstmts(*body); i++)
+		{
+			int			rc = SPI_execute_plan(occ_body_plan(*body, i),
+											  spec->values, spec->nulls, false, 0);
 
-		if (rc == SPI_ERROR_TRANSACTION)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
-					 errmsg("transaction control statements are not allowed in an occ.retry body"),
-					 errhint("The body runs as one transaction that occ.retry commits; remove COMMIT, ROLLBACK and the like from it.")));
-		if (rc < 0)
-			elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+			if (rc == SPI_ERROR_TRANSACTION)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+						 errmsg("transaction control statements are not allowed in an occ.retry body"),
+						 errhint("The body runs as one transaction that occ.retry commits; remove COMMIT, ROLLBACK and the like from it.")));
+			if (rc < 0)
+				elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+		}
 
 		ReleaseCurrentSubTransaction();
 		in_subxact = false;
@@ -542,6 +549,7 @@ occ_retry(PG_FUNCTION_ARGS)
 	OccRetrySpec spec;
 	OccCallResult result;
 	OccGate    *gate = NULL;
+	OccBody   **body;			/* in callcxt: set within PG_TRY, read in PG_CATCH */
 	MemoryContext callcxt;
 	MemoryContext attemptcxt;
 	instr_time	start;
@@ -582,6 +590,7 @@ occ_retry(PG_FUNCTION_ARGS)
 	 */
 	attemptcxt = AllocSetContextCreate(callcxt, "occ.retry attempt",
 									   ALLOCSET_DEFAULT_SIZES);
+	body = palloc0(sizeof(OccBody *));
 	if (spec.contention == OCC_CONTENTION_QUEUE)
 	{
 		gate = palloc(sizeof(OccGate));
@@ -605,7 +614,7 @@ occ_retry(PG_FUNCTION_ARGS)
 			MemoryContextReset(attemptcxt);
 			MemoryContextSwitchTo(attemptcxt);
 			result.attempts++;
-			edata = occ_run_attempt(&spec, attemptcxt);
+			edata = occ_run_attempt(&spec, body, attemptcxt);
 			if (gate != NULL)
 				occ_gate_observe(gate, edata != NULL);
 			if (edata == NULL)
@@ -702,6 +711,8 @@ occ_retry(PG_FUNCTION_ARGS)
 	{
 		if (gate != NULL)
 			occ_gate_release(gate);
+		if (*body != NULL)
+			occ_body_close(*body);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -709,6 +720,8 @@ occ_retry(PG_FUNCTION_ARGS)
 	/* the attempt has committed: pass the gate on */
 	if (gate != NULL)
 		occ_gate_release(gate);
+	if (*body != NULL)
+		occ_body_close(*body);
 	occ_account(&spec, &result, start);
 	SPI_finish();
 

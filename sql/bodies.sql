@@ -1,0 +1,32 @@
+-- What a body may contain: statements are analysed when they run, so a
+-- statement may use what an earlier one created; unsupported statements get
+-- a clear error; parameters of unknown type are bound as text.
+SET occ.contention = 'backoff';
+CREATE TABLE body_log (n int, note text);
+
+-- a statement may use a table that an earlier statement of the body creates
+-- (the whole body used to be analysed before it ran: 42P01), and kept plans
+-- follow the table when it is created again by the next call
+CALL occ.retry('CREATE TEMP TABLE body_t ON COMMIT DROP AS SELECT 1 AS n;
+                INSERT INTO body_log SELECT n, $$temp$$ FROM body_t');
+CALL occ.retry('CREATE TEMP TABLE body_t ON COMMIT DROP AS SELECT 1 AS n;
+                INSERT INTO body_log SELECT n, $$temp$$ FROM body_t');
+CALL occ.retry('CREATE TABLE body_t2 (n int); INSERT INTO body_t2 VALUES (3);
+                INSERT INTO body_log SELECT n, $$created$$ FROM body_t2');
+SELECT * FROM body_log ORDER BY n;
+-- a column added by an earlier statement (42703 before)
+CALL occ.retry('ALTER TABLE body_t2 ADD COLUMN m int; UPDATE body_t2 SET m = n + 1;
+                INSERT INTO body_log SELECT m, $$altered$$ FROM body_t2');
+SELECT * FROM body_log WHERE note = 'altered';
+DROP TABLE body_t2;
+TRUNCATE body_log;
+
+-- a syntax error is reported at its place in the body, before any statement runs
+CALL occ.retry('INSERT INTO body_log VALUES (1, $$partial$$);
+                SELEC 2');
+SELECT count(*) AS partial_rows FROM body_log;
+SELECT attempts, last_sqlstate, outcome FROM occ.last_retry();
+-- empty bodies and empty statements do nothing, and commit
+CALL occ.retry('');
+CALL occ.retry(';; ;');
+SELECT attempts, outcome FROM occ.last_retry();
