@@ -217,7 +217,9 @@ extern OccSqlstatesProblem occ_parse_sqlstates(List *items, OccSqlstates *out,
 /* stats.c */
 typedef struct OccCallResult
 {
-	int			attempts;		/* executions of the body, the first included */
+	Oid			userid;			/* the role that called */
+	int			attempts;		/* executions of the body, the first included;
+								 * 0 for a call refused before its first */
 	int64		serialization_failures; /* failed attempts with 40001 */
 	int64		deadlocks;		/* failed attempts with 40P01 */
 	int64		other_failures; /* failed attempts with any other SQLSTATE */

@@ -95,6 +95,15 @@ typedef struct OccRetrySpec
 	const char *key;			/* contention key given, or NULL */
 } OccRetrySpec;
 
+/* One call: what it was asked, what has happened so far */
+typedef struct OccCall
+{
+	OccRetrySpec spec;
+	OccCallResult result;
+	instr_time	start;
+	bool		accounted;		/* recorded (statistics, last_retry) */
+} OccCall;
+
 /*
  * occ_require_nonatomic: occ.retry commits, so it must be CALLed where
  * transaction control is allowed.  Say how to call it otherwise.
@@ -275,7 +284,8 @@ occ_param_types(HeapTupleHeader rec, OccRetrySpec *spec)
 }
 
 /*
- * occ_read_spec: read and check every argument; shift is 0, or
+ * occ_read_spec: read and check every argument but sql, which the caller has
+ * read already (NULL when it is NULL); shift is 0, or
  * OCC_REPORT_SHIFT for the form that reports.  Options that are NULL (their
  * default) take the value of their occ.* setting: reading the settings here
  * is much cheaper than default expressions, which every CALL would have to
@@ -289,7 +299,6 @@ occ_read_spec(FunctionCallInfo fcinfo, int shift, OccRetrySpec *spec)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("sql must not be NULL"),
 				 errhint("Pass the statements to run as one transaction.")));
-	spec->sql = text_to_cstring(PG_GETARG_TEXT_PP(ARG_SQL));
 	spec->nargs = 0;
 	spec->argtypes = NULL;
 	spec->values = NULL;
@@ -423,12 +432,18 @@ occ_run_attempt(const OccRetrySpec *spec, OccBody **body, MemoryContext attemptc
 	return edata;
 }
 
-/* occ_account: the call is over; time it and record it */
+/*
+ * occ_account: the call is over; time it and record it, once, under the
+ * role that called.
+ */
 static void
-occ_account(const OccRetrySpec *spec, OccCallResult *result, instr_time start)
+occ_account(OccCall *call)
 {
-	result->total_ms = occ_elapsed_usec(start) / 1000.0;
-	occ_stats_record(spec->sql, result);
+	if (call->accounted)
+		return;
+	call->accounted = true;
+	call->result.total_ms = occ_elapsed_usec(call->start) / 1000.0;
+	occ_stats_record(call->spec.sql, &call->result);
 }
 
 /*
@@ -468,50 +483,37 @@ occ_classify(OccCallResult *result, int sqlerrcode)
 /*
  * occ_sleep_between: sleep delay microseconds between attempts, holding no
  * snapshot and no transaction id, only the virtual transaction id.  An
- * interrupt ends the call, accounted.
+ * interrupt throws (and ends the call, accounted by occ_retry).
  */
 static void
-occ_sleep_between(const OccRetrySpec *spec, OccCallResult *result,
-				  instr_time start, MemoryContext cxt, double delay)
+occ_sleep_between(OccCall *call, double delay)
 {
 	instr_time	from;
 
 	InvalidateCatalogSnapshot();
 	INSTR_TIME_SET_CURRENT(from);
-	PG_TRY();
-	{
-		occ_sleep_usec(delay);
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		result->last_sqlerrcode = CopyErrorData()->sqlerrcode;
-		occ_account(spec, result, start);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	occ_sleep_usec(delay);
 	delay = occ_elapsed_usec(from) / 1000.0;
-	result->sleep_ms += delay;
-	result->max_sleep_ms = Max(result->max_sleep_ms, delay);
+	call->result.sleep_ms += delay;
+	call->result.max_sleep_ms = Max(call->result.max_sleep_ms, delay);
 }
 
 /*
  * occ_wait_gate: wait for the call's gate, like a sleep between
- * transactions, within what is left of max_duration.  An interrupt ends the
- * call, accounted.
+ * transactions, within what is left of max_duration.  An interrupt throws
+ * (and ends the call, accounted by occ_retry, the wait included).
  */
 static OccGateWait
-occ_wait_gate(const OccRetrySpec *spec, OccCallResult *result, OccGate *gate,
-			  instr_time start, MemoryContext cxt)
+occ_wait_gate(OccCall *call, OccGate *gate)
 {
 	instr_time	from;
 	OccGateWait outcome;
 	double		waited;
 	double		timeout = 0;
 
-	if (spec->max_duration > 0)
+	if (call->spec.max_duration > 0)
 	{
-		timeout = spec->max_duration - occ_elapsed_usec(start);
+		timeout = call->spec.max_duration - occ_elapsed_usec(call->start);
 		if (timeout <= 0)
 			return OCC_GATE_TIMED_OUT;
 	}
@@ -524,35 +526,30 @@ occ_wait_gate(const OccRetrySpec *spec, OccCallResult *result, OccGate *gate,
 	}
 	PG_CATCH();
 	{
-		MemoryContextSwitchTo(cxt);
-		result->last_sqlerrcode = CopyErrorData()->sqlerrcode;
-		result->wait_ms += occ_elapsed_usec(from) / 1000.0;
-		occ_account(spec, result, start);
+		call->result.wait_ms += occ_elapsed_usec(from) / 1000.0;
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 	waited = occ_elapsed_usec(from) / 1000.0;
-	result->wait_ms += waited;
-	result->max_wait_ms = Max(result->max_wait_ms, waited);
-	result->queued |= (outcome == OCC_GATE_TAKEN);
+	call->result.wait_ms += waited;
+	call->result.max_wait_ms = Max(call->result.max_wait_ms, waited);
+	call->result.queued |= (outcome == OCC_GATE_TAKEN);
 	return outcome;
 }
 
 /*
- * occ_retry: the procedure.  See the file header for the sequence of
- * transactions.  The two contention modes differ only in what happens
- * between attempts: backoff sleeps, queue waits for the gate of the key.
+ * occ_run_call: everything occ.retry does, from checking where and how it
+ * was called to the commit; errors throw.  Returns the procedure's result.
  */
-Datum
-occ_retry(PG_FUNCTION_ARGS)
+static Datum
+occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 {
-	OccRetrySpec spec;
-	OccCallResult result;
+	OccRetrySpec *spec = &call->spec;
+	OccCallResult *result = &call->result;
 	OccGate    *gate = NULL;
 	OccBody   **body;			/* in callcxt: set within PG_TRY, read in PG_CATCH */
 	MemoryContext callcxt;
 	MemoryContext attemptcxt;
-	instr_time	start;
 	double		prev;
 	int			gated_failures = 0;
 	/* the form that reports returns a record, in 0.1.0's declarations too */
@@ -561,13 +558,16 @@ occ_retry(PG_FUNCTION_ARGS)
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
 
+	/* the text first: a call refused below is recorded under it */
+	if (!PG_ARGISNULL(ARG_SQL))
+		spec->sql = text_to_cstring(PG_GETARG_TEXT_PP(ARG_SQL));
 	occ_require_nonatomic(fcinfo);
 	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 				 errmsg("occ.retry cannot run in a transaction that has already written"),
 				 errhint("COMMIT before CALL occ.retry(...), or move those statements into its body.")));
-	occ_read_spec(fcinfo, report ? OCC_REPORT_SHIFT : 0, &spec);
+	occ_read_spec(fcinfo, report ? OCC_REPORT_SHIFT : 0, spec);
 	if (report)
 	{
 		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -575,9 +575,7 @@ occ_retry(PG_FUNCTION_ARGS)
 		tupdesc = BlessTupleDesc(tupdesc);
 	}
 
-	INSTR_TIME_SET_CURRENT(start);
-	memset(&result, 0, sizeof(result));
-	prev = spec.backoff.base;
+	prev = spec->backoff.base;
 
 	SPI_connect_ext(SPI_OPT_NONATOMIC);
 	callcxt = CurrentMemoryContext;
@@ -591,17 +589,17 @@ occ_retry(PG_FUNCTION_ARGS)
 	attemptcxt = AllocSetContextCreate(callcxt, "occ.retry attempt",
 									   ALLOCSET_DEFAULT_SIZES);
 	body = palloc0(sizeof(OccBody *));
-	if (spec.contention == OCC_CONTENTION_QUEUE)
+	if (spec->contention == OCC_CONTENTION_QUEUE)
 	{
 		gate = palloc(sizeof(OccGate));
-		occ_gate_prepare(gate, spec.key, spec.sql, spec.nargs, spec.argtypes,
-						 spec.values, spec.nulls);
+		occ_gate_prepare(gate, spec->key, spec->sql, spec->nargs, spec->argtypes,
+						 spec->values, spec->nulls);
 	}
 	SPI_commit();
 
 	/* queue mode: a call on a hot key queues before its first attempt */
 	if (gate != NULL && occ_gate_admit(gate))
-		(void) occ_wait_gate(&spec, &result, gate, start, callcxt);
+		(void) occ_wait_gate(call, gate);
 
 	PG_TRY();
 	{
@@ -613,25 +611,25 @@ occ_retry(PG_FUNCTION_ARGS)
 
 			MemoryContextReset(attemptcxt);
 			MemoryContextSwitchTo(attemptcxt);
-			result.attempts++;
-			edata = occ_run_attempt(&spec, body, attemptcxt);
+			result->attempts++;
+			edata = occ_run_attempt(spec, body, attemptcxt);
 			if (gate != NULL)
 				occ_gate_observe(gate, edata != NULL);
 			if (edata == NULL)
 			{
-				result.committed = true;
+				result->committed = true;
 				break;
 			}
 
-			occ_classify(&result, edata->sqlerrcode);
-			if (!occ_is_retryable(&spec, edata->sqlerrcode))
+			occ_classify(result, edata->sqlerrcode);
+			if (!occ_is_retryable(spec, edata->sqlerrcode))
 			{
-				occ_account(&spec, &result, start);
+				occ_account(call);
 				ReThrowError(edata);
 			}
-			if (result.attempts >= spec.max_attempts)
-				why = psprintf("gave up after %d attempt%s", result.attempts,
-							   occ_plural(result.attempts));
+			if (result->attempts >= spec->max_attempts)
+				why = psprintf("gave up after %d attempt%s", result->attempts,
+							   occ_plural(result->attempts));
 
 			/*
 			 * Queue mode: instead of sleeping, wait for the gate of the key
@@ -651,15 +649,15 @@ occ_retry(PG_FUNCTION_ARGS)
 				if (occ_log_retries)
 					ereport(LOG,
 							(errmsg("occ.retry attempt %d failed with SQLSTATE %s, waiting for the gate",
-									result.attempts, unpack_sql_state(edata->sqlerrcode))));
-				switch (occ_wait_gate(&spec, &result, gate, start, attemptcxt))
+									result->attempts, unpack_sql_state(edata->sqlerrcode))));
+				switch (occ_wait_gate(call, gate))
 				{
 					case OCC_GATE_TAKEN:
 						FreeErrorData(edata);
 						continue;
 					case OCC_GATE_TIMED_OUT:
 						why = psprintf("gave up after %d attempt%s: max_duration ran out while waiting for the gate",
-									   result.attempts, occ_plural(result.attempts));
+									   result->attempts, occ_plural(result->attempts));
 						break;
 					case OCC_GATE_UNAVAILABLE:
 						break;
@@ -678,33 +676,33 @@ occ_retry(PG_FUNCTION_ARGS)
 			{
 				delay = (gated_failures == 0 &&
 						 edata->sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE) ? 0 :
-					occ_backoff_delay(&spec.backoff, gated_failures, spec.backoff.base,
+					occ_backoff_delay(&spec->backoff, gated_failures, spec->backoff.base,
 									  occ_random_draw());
 				gated_failures++;
 			}
 			else
 			{
-				delay = occ_backoff_delay(&spec.backoff, result.attempts - 1, prev,
+				delay = occ_backoff_delay(&spec->backoff, result->attempts - 1, prev,
 										  occ_random_draw());
-				prev = Max(delay, spec.backoff.base);
+				prev = Max(delay, spec->backoff.base);
 			}
-			if (why == NULL && spec.max_duration > 0 &&
-				occ_elapsed_usec(start) + delay > spec.max_duration)
+			if (why == NULL && spec->max_duration > 0 &&
+				occ_elapsed_usec(call->start) + delay > spec->max_duration)
 				why = psprintf("gave up after %d attempt%s: the next delay of %.3f ms would exceed max_duration",
-							   result.attempts, occ_plural(result.attempts), delay / 1000.0);
+							   result->attempts, occ_plural(result->attempts), delay / 1000.0);
 			if (why != NULL)
 			{
-				result.gave_up = true;
-				occ_account(&spec, &result, start);
+				result->gave_up = true;
+				occ_account(call);
 				occ_give_up(edata, why);
 			}
 
 			if (occ_log_retries)
 				ereport(LOG,
 						(errmsg("occ.retry attempt %d failed with SQLSTATE %s, retrying in %.3f ms",
-								result.attempts, unpack_sql_state(edata->sqlerrcode), delay / 1000.0)));
+								result->attempts, unpack_sql_state(edata->sqlerrcode), delay / 1000.0)));
 			FreeErrorData(edata);
-			occ_sleep_between(&spec, &result, start, attemptcxt, delay);
+			occ_sleep_between(call, delay);
 		}
 	}
 	PG_CATCH();
@@ -722,12 +720,54 @@ occ_retry(PG_FUNCTION_ARGS)
 		occ_gate_release(gate);
 	if (*body != NULL)
 		occ_body_close(*body);
-	occ_account(&spec, &result, start);
+	occ_account(call);
 	SPI_finish();
 
 	if (!report)
-		PG_RETURN_VOID();
-	values[0] = Int32GetDatum(result.attempts);
-	values[1] = PointerGetDatum(occ_usec_to_interval(rint(result.sleep_ms * 1000.0)));
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+		return (Datum) 0;
+	values[0] = Int32GetDatum(result->attempts);
+	values[1] = PointerGetDatum(occ_usec_to_interval(rint(result->sleep_ms * 1000.0)));
+	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+}
+
+/*
+ * occ_retry: the procedure.  See the file header for the sequence of
+ * transactions.  The two contention modes differ only in what happens
+ * between attempts: backoff sleeps, queue waits for the gate of the key.
+ *
+ * Every call is recorded (occ.last_retry(), and occ.stats when its text is
+ * known), also one refused before its first attempt (bad arguments, called
+ * where it cannot commit): then with 0 attempts and the error's SQLSTATE.
+ * Its statistics go to the role that called, whatever roles the body sets.
+ */
+Datum
+occ_retry(PG_FUNCTION_ARGS)
+{
+	MemoryContext entrycxt = CurrentMemoryContext;
+	OccCall    *call = palloc0(sizeof(OccCall));
+	Datum		retval = (Datum) 0;
+
+	call->result.userid = GetUserId();
+	INSTR_TIME_SET_CURRENT(call->start);
+	PG_TRY();
+	{
+		retval = occ_run_call(fcinfo, call);
+	}
+	PG_CATCH();
+	{
+		if (!call->accounted)
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(entrycxt);
+			edata = CopyErrorData();
+			call->result.last_sqlerrcode = edata->sqlerrcode;
+			FreeErrorData(edata);
+			occ_account(call);
+		}
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	PG_RETURN_DATUM(retval);
 }

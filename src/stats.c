@@ -25,6 +25,7 @@
 #include "common/hashfn.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
@@ -42,7 +43,7 @@ PG_FUNCTION_INFO_V1(occ_stats_info);
 PG_FUNCTION_INFO_V1(occ_stats_reset);
 PG_FUNCTION_INFO_V1(occ_last_retry);
 
-/* Longest query text kept, in bytes; the hash covers the whole text */
+/* Longest query text kept, in bytes with the NUL; the hash covers the whole text */
 #define OCC_QUERY_TEXT_MAX 1024
 
 /* Attempts-per-call histogram buckets: 1, 2, 3-4, 5-8, 9-16, 17 and more */
@@ -209,6 +210,7 @@ occ_find_or_create(const OccStatsKey *key, const char *sql)
 {
 	OccStatsEntry *entry;
 	bool		found;
+	int			len;
 
 	LWLockAcquire(occ_shared->lock, LW_SHARED);
 	entry = hash_search(occ_hash, key, HASH_FIND, NULL);
@@ -225,7 +227,10 @@ occ_find_or_create(const OccStatsKey *key, const char *sql)
 		entry = hash_search(occ_hash, key, HASH_ENTER, &found);
 		SpinLockInit(&entry->mutex);
 		memset(&entry->counters, 0, sizeof(OccCounters));
-		strlcpy(entry->query, sql, OCC_QUERY_TEXT_MAX);
+		/* cut on a character boundary of the database's encoding */
+		len = pg_mbcliplen(sql, strlen(sql), OCC_QUERY_TEXT_MAX - 1);
+		memcpy(entry->query, sql, len);
+		entry->query[len] = '\0';
 	}
 	LWLockRelease(occ_shared->lock);
 	LWLockAcquire(occ_shared->lock, LW_SHARED);
@@ -235,7 +240,10 @@ occ_find_or_create(const OccStatsKey *key, const char *sql)
 
 /*
  * occ_stats_record: account for one finished occ.retry call, in the session
- * and, when preloaded and occ.track_stats is on, in shared memory.
+ * and, when preloaded and occ.track_stats is on and its text is known (sql
+ * is NULL for a call refused because its sql was NULL), in shared memory,
+ * under the role that called.  A call refused before its first attempt has
+ * 0 attempts: it counts in calls and errors, not in the histogram.
  */
 void
 occ_stats_record(const char *sql, const OccCallResult *result)
@@ -246,11 +254,11 @@ occ_stats_record(const char *sql, const OccCallResult *result)
 	occ_last.valid = true;
 	occ_last.result = *result;
 
-	if (occ_shared == NULL || occ_hash == NULL || !occ_track_stats)
+	if (occ_shared == NULL || occ_hash == NULL || !occ_track_stats || sql == NULL)
 		return;
 
 	memset(&key, 0, sizeof(key));
-	key.userid = GetUserId();
+	key.userid = result->userid;
 	key.dbid = MyDatabaseId;
 	key.queryid = hash_bytes_extended((const unsigned char *) sql, strlen(sql), 0);
 
@@ -275,7 +283,8 @@ occ_stats_record(const char *sql, const OccCallResult *result)
 		c->max_wait_time = Max(c->max_wait_time, result->max_wait_ms);
 		c->total_time += result->total_ms;
 		c->max_attempts = Max(c->max_attempts, result->attempts);
-		c->hist[occ_hist_bucket(result->attempts)]++;
+		if (result->attempts > 0)
+			c->hist[occ_hist_bucket(result->attempts)]++;
 		SpinLockRelease(&entry->mutex);
 	}
 	LWLockRelease(occ_shared->lock);
