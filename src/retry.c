@@ -39,7 +39,10 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "parser/parser.h"
 #include "portability/instr_time.h"
+#include "tcop/pquery.h"
+#include "tcop/tcopprot.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -105,8 +108,54 @@ typedef struct OccCall
 } OccCall;
 
 /*
+ * occ_in_implicit_block: is the transaction block the implicit one that
+ * PostgreSQL wraps around a query string of several statements
+ * ("SELECT 1; CALL occ.retry(...)")?  xact.c does not say, but such a block
+ * began with the current query string (a transaction's start time is the
+ * first statement's, and a query string's statements share one start time)
+ * and that string has no BEGIN or START TRANSACTION.  False when unsure.
+ */
+static bool
+occ_in_implicit_block(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool implicit = false;
+
+	if (debug_query_string == NULL ||
+		GetCurrentTransactionStartTimestamp() != GetCurrentStatementStartTimestamp())
+		return false;
+
+	/* the string parsed once already; if it does not now, we are unsure */
+	PG_TRY();
+	{
+		List	   *raw = raw_parser(debug_query_string, RAW_PARSE_DEFAULT);
+		ListCell   *lc;
+
+		implicit = list_length(raw) > 1;
+		foreach(lc, raw)
+		{
+			Node	   *stmt = lfirst_node(RawStmt, lc)->stmt;
+
+			if (IsA(stmt, TransactionStmt) &&
+				(((TransactionStmt *) stmt)->kind == TRANS_STMT_BEGIN ||
+				 ((TransactionStmt *) stmt)->kind == TRANS_STMT_START))
+				implicit = false;
+		}
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		implicit = false;
+	}
+	PG_END_TRY();
+	return implicit;
+}
+
+/*
  * occ_require_nonatomic: occ.retry commits, so it must be CALLed where
- * transaction control is allowed.  Say how to call it otherwise.
+ * transaction control is allowed.  Say why it cannot here, and how to call
+ * it instead.
  */
 static void
 occ_require_nonatomic(FunctionCallInfo fcinfo)
@@ -116,15 +165,36 @@ occ_require_nonatomic(FunctionCallInfo fcinfo)
 	if (ctx != NULL && IsA(ctx, CallContext) && !ctx->atomic)
 		return;
 	if (IsTransactionBlock() && !IsSubTransaction())
+	{
+		if (occ_in_implicit_block())
+			ereport(ERROR,
+					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+					 errmsg("occ.retry cannot run inside a transaction block"),
+					 errdetail("The query string has several statements, which PostgreSQL runs in one implicit transaction block."),
+					 errhint("Send CALL occ.retry(...) as a query of its own, or move the other statements into its body.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 				 errmsg("occ.retry cannot run inside a transaction block"),
 				 errhint("CALL occ.retry(...) in autocommit mode, outside BEGIN ... COMMIT: the body is the transaction.")));
+	}
+	if (IsSubTransaction())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+				 errmsg("occ.retry cannot run in an atomic context"),
+				 errdetail("A block with an EXCEPTION clause runs in a subtransaction, which occ.retry cannot commit."),
+				 errhint("CALL occ.retry(...) outside any block with an EXCEPTION clause.")));
+	if (ActivePortal != NULL &&
+		(ActivePortal->commandTag == CMDTAG_CALL || ActivePortal->commandTag == CMDTAG_DO))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+				 errmsg("occ.retry cannot run in an atomic context"),
+				 errdetail("A SQL-language procedure (LANGUAGE sql, or BEGIN ATOMIC) runs its statements atomically, even when it was itself CALLed; so does a function called in between."),
+				 errhint("CALL occ.retry(...) from a PL/pgSQL procedure or a DO block, with no function or SQL-language procedure in between.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
 			 errmsg("occ.retry cannot run in an atomic context"),
-			 errhint("CALL occ.retry(...) at top level outside BEGIN ... COMMIT, from a procedure that was itself CALLed, "
-					 "or from a DO block; not from a function, a trigger, or a block with an EXCEPTION clause.")));
+			 errhint("CALL occ.retry(...) at top level outside BEGIN ... COMMIT, from a PL/pgSQL procedure that was itself CALLed that way, "
+					 "or from a DO block; not from a function or a trigger.")));
 }
 
 /* occ_level_of_setting: the spelling of occ.isolation's value */
