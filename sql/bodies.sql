@@ -30,3 +30,18 @@ SELECT attempts, last_sqlstate, outcome FROM occ.last_retry();
 CALL occ.retry('');
 CALL occ.retry(';; ;');
 SELECT attempts, outcome FROM occ.last_retry();
+
+-- parameters of type unknown (untyped literals: row('x'), row(NULL)) are
+-- bound as text; this was an internal error (XX000, "failed to find
+-- conversion function from unknown to ...")
+CALL occ.retry('INSERT INTO body_log VALUES (1, $1)', params => row('x'));
+CALL occ.retry('INSERT INTO body_log VALUES (2, $1)', params => row(NULL));
+CALL occ.retry('INSERT INTO body_log VALUES ($1::int, $2)', params => row('3', 'cast in the body'));
+CALL occ.retry('INSERT INTO body_log VALUES ($1, $2)', params => row('4'::int, 'cast in params'));
+SELECT * FROM body_log ORDER BY n;
+-- where text does not fit, PostgreSQL says so, with a hint
+CALL occ.retry('INSERT INTO body_log VALUES ($1, $2)', params => row('5', 'x'));
+\echo :LAST_ERROR_SQLSTATE
+CALL occ.retry('SELECT * FROM body_log WHERE n = $1', params => row('5'));
+\echo :LAST_ERROR_SQLSTATE
+TRUNCATE body_log;

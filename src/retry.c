@@ -312,7 +312,12 @@ occ_parse_contention(FunctionCallInfo fcinfo, int contention_arg, int key_arg,
 				 errhint("Drop key, or pass contention => 'queue'.")));
 }
 
-/* occ_param_types: bind the fields of the params record as $1, $2, ... */
+/*
+ * occ_param_types: bind the fields of the params record as $1, $2, ...
+ * Fields of type unknown (untyped literals) are bound as text, the type
+ * PostgreSQL gives an unknown literal that nothing else types; the body
+ * can cast them ($1::int).
+ */
 static void
 occ_param_types(HeapTupleHeader rec, OccRetrySpec *spec)
 {
@@ -344,9 +349,18 @@ occ_param_types(HeapTupleHeader rec, OccRetrySpec *spec)
 					 errmsg("params has more than %d fields", FUNC_MAX_ARGS),
 					 errhint("Pass fewer parameters, for example an array in one field.")));
 		value = heap_getattr(&tuple, i + 1, tupdesc, &isnull);
-		spec->argtypes[n] = att->atttypid;
-		spec->values[n] = isnull ? (Datum) 0 : datumCopy(value, att->attbyval, att->attlen);
 		spec->nulls[n] = isnull ? 'n' : ' ';
+		if (att->atttypid == UNKNOWNOID)
+		{
+			/* an untyped literal (row('x'), row(NULL)): text, its C string */
+			spec->argtypes[n] = TEXTOID;
+			spec->values[n] = isnull ? (Datum) 0 : CStringGetTextDatum(DatumGetCString(value));
+		}
+		else
+		{
+			spec->argtypes[n] = att->atttypid;
+			spec->values[n] = isnull ? (Datum) 0 : datumCopy(value, att->attbyval, att->attlen);
+		}
 		n++;
 	}
 	spec->nargs = n;
