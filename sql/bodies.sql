@@ -45,3 +45,13 @@ CALL occ.retry('INSERT INTO body_log VALUES ($1, $2)', params => row('5', 'x'));
 CALL occ.retry('SELECT * FROM body_log WHERE n = $1', params => row('5'));
 \echo :LAST_ERROR_SQLSTATE
 TRUNCATE body_log;
+
+-- COPY from or to the client cannot run in a body (there is no client): a
+-- clear error (0A000) before anything runs, not an internal one (XX000,
+-- "SPI_execute_plan failed: SPI_ERROR_COPY"); COPY to a server file works
+CALL occ.retry('INSERT INTO body_log VALUES (1, $$partial$$); COPY body_log FROM STDIN');
+\echo :LAST_ERROR_SQLSTATE
+CALL occ.retry('COPY (SELECT 1) TO STDOUT');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS partial_rows FROM body_log;
+CALL occ.retry('COPY (SELECT 1) TO $$/dev/null$$');

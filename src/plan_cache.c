@@ -104,9 +104,26 @@ occ_body_error_callback(void *arg)
 }
 
 /*
+ * occ_check_stmt: refuse, before anything runs, a statement that SPI cannot
+ * run: COPY from or to the client (there is no client in a body).  location
+ * is where the statement starts in the body, for the error's cursor.
+ */
+static void
+occ_check_stmt(Node *stmt, int location)
+{
+	if (IsA(stmt, CopyStmt) && ((CopyStmt *) stmt)->filename == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("COPY FROM STDIN and COPY TO STDOUT are not supported in an occ.retry body"),
+				 errhint("The body runs on the server, with no client to copy from or to: COPY the data into a table first, "
+						 "in a transaction of its own, and use it from the body (INSERT ... SELECT)."),
+				 errposition(location + 1)));
+}
+
+/*
  * occ_split: the body's statements, from one raw parse of the whole text
  * (linear in its length).  Leading white space is left out of each
- * statement's text.  Syntax errors throw.  The parse trees are left in the
+ * statement's text.  Syntax errors and statements that SPI cannot run throw.  The parse trees are left in the
  * caller's (per-attempt) memory context.
  */
 static void
@@ -123,7 +140,6 @@ occ_split(OccBody *body)
 	errcallback.previous = error_context_stack;
 	error_context_stack = &errcallback;
 	raw = raw_parser(body->sql, RAW_PARSE_DEFAULT);
-	error_context_stack = errcallback.previous;
 
 	body->stmts = MemoryContextAllocZero(body->cxt,
 										 sizeof(OccBodyStmt) * Max(list_length(raw), 1));
@@ -135,11 +151,13 @@ occ_split(OccBody *body)
 
 		while (from < to && scanner_isspace(body->sql[from]))
 			from++;
+		occ_check_stmt(stmt->stmt, from);
 		body->stmts[n].location = from;
 		body->stmts[n].length = to - from;
 		n++;
 	}
 	body->nstmts = n;
+	error_context_stack = errcallback.previous;
 }
 
 /* occ_plan_bytes: the memory a saved SPI plan takes */

@@ -483,7 +483,12 @@ occ_run_attempt(const OccRetrySpec *spec, OccBody **body, MemoryContext attemptc
 						(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
 						 errmsg("transaction control statements are not allowed in an occ.retry body"),
 						 errhint("The body runs as one transaction that occ.retry commits; remove COMMIT, ROLLBACK and the like from it.")));
-			if (rc < 0)
+			if (rc == SPI_ERROR_COPY)	/* refused earlier; in case */
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("COPY FROM STDIN and COPY TO STDOUT are not supported in an occ.retry body"),
+						 errhint("COPY the data into a table first, in a transaction of its own, and use it from the body.")));
+			if (rc < 0)			/* a bad plan or parameters: a bug */
 				elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
 		}
 
