@@ -35,6 +35,7 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -657,6 +658,12 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 				 errmsg("occ.retry cannot run in a transaction that has already written"),
 				 errhint("COMMIT before CALL occ.retry(...), or move those statements into its body.")));
 	occ_read_spec(fcinfo, report ? OCC_REPORT_SHIFT : 0, spec);
+	if (RecoveryInProgress() && strcmp(spec->isolation, "serializable") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("occ.retry cannot run serializable transactions on a hot standby"),
+				 errdetail("PostgreSQL does not support the serializable isolation level during recovery."),
+				 errhint("Pass isolation => 'repeatable read', or set occ.isolation = 'repeatable read' on the standby.")));
 	if (report)
 	{
 		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
