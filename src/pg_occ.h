@@ -177,6 +177,7 @@ typedef struct OccBody OccBody;
 extern OccBody *occ_body_open(const char *sql, int nargs, const Oid *argtypes);
 extern int	occ_body_nstmts(const OccBody *body);
 extern struct _SPI_plan *occ_body_plan(OccBody *body, int i);
+extern Oid	occ_body_foreign_target(const OccBody *body);
 extern void occ_body_close(OccBody *body);
 
 /* gate.c */

@@ -450,11 +450,13 @@ occ_elapsed_usec(instr_time start)
  * statement by statement (*body, the kept plans, is opened on the first
  * attempt: a syntax error counts as a failed attempt).  Returns NULL on
  * success; otherwise the error, copied into attemptcxt, with
- * the failed transaction already rolled back and a new one started.
+ * the failed transaction already rolled back and a new one started, and
+ * *at_commit telling whether COMMIT failed (rather than a statement).
  * Non-retryable errors are returned too: the caller decides.
  */
 static ErrorData *
-occ_run_attempt(const OccRetrySpec *spec, OccBody **body, MemoryContext attemptcxt)
+occ_run_attempt(const OccRetrySpec *spec, OccBody **body, MemoryContext attemptcxt,
+				bool *at_commit)
 {
 	ResourceOwner oldowner = CurrentResourceOwner;
 	volatile bool in_subxact = false;
@@ -519,6 +521,7 @@ occ_run_attempt(const OccRetrySpec *spec, OccBody **body, MemoryContext attemptc
 	/* A failed COMMIT has already rolled back; a failed statement has not */
 	if (body_failed)
 		SPI_rollback();
+	*at_commit = (edata != NULL && !body_failed);
 	return edata;
 }
 
@@ -704,11 +707,13 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 			ErrorData  *edata;
 			double		delay;
 			char	   *why = NULL;
+			bool		at_commit;
+			Oid			foreign;
 
 			MemoryContextReset(attemptcxt);
 			MemoryContextSwitchTo(attemptcxt);
 			result->attempts++;
-			edata = occ_run_attempt(spec, body, attemptcxt);
+			edata = occ_run_attempt(spec, body, attemptcxt, &at_commit);
 			if (gate != NULL)
 				occ_gate_observe(gate, edata != NULL);
 			if (edata == NULL)
@@ -723,6 +728,26 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 				occ_account(call);
 				ReThrowError(edata);
 			}
+
+			/*
+			 * postgres_fdw commits the remote side at pre-commit, before the
+			 * local serializable check: after a failure at COMMIT, a body
+			 * that wrote to a foreign table may have committed there.
+			 * Running it again would repeat that work: raise the failure.
+			 */
+			foreign = (at_commit && *body != NULL) ?
+				occ_body_foreign_target(*body) : InvalidOid;
+			if (OidIsValid(foreign))
+			{
+				char	   *relname = get_rel_name(foreign);
+
+				occ_account(call);
+				occ_give_up(edata,
+							psprintf("did not run the body again after this failure at COMMIT: "
+									 "it wrote to the foreign table \"%s\", whose remote transaction may have committed already",
+									 relname ? relname : "?"));
+			}
+
 			if (result->attempts >= spec->max_attempts)
 				why = psprintf("gave up after %d attempt%s", result->attempts,
 							   occ_plural(result->attempts));
