@@ -38,7 +38,12 @@ unix_socket_directories = '$SOCK'
 shared_preload_libraries = 'pg_occ'
 hot_standby = on
 EOF
+# a standby needs at least the primary's values of these
+psql -X -At -d "$DB" -c "SELECT name || ' = ' || setting FROM pg_settings
+    WHERE name IN ('max_connections', 'max_worker_processes', 'max_wal_senders',
+                   'max_prepared_transactions', 'max_locks_per_transaction')" >>"$DIR/data/postgresql.conf"
 echo "local all all trust" >"$DIR/data/pg_hba.conf"
+: >"$DIR/data/pg_ident.conf"
 chown -R postgres: "$DIR"
 chmod 700 "$DIR/data"
 runuser -u postgres -- "$BINDIR/pg_ctl" -D "$DIR/data" -l "$DIR/log" -w start >/dev/null ||
