@@ -84,3 +84,12 @@ BEGIN
   END LOOP;
 END $$;
 SELECT mem() - bytes < 6 * 1024 * 1024 AS cache_bounded_in_bytes FROM mem_before;
+
+-- rows that a body's queries return are discarded, not collected: a body
+-- that reads 200,000 rows (about 30 MB) does not hold them in memory
+\c
+SET occ.contention = 'backoff';
+CREATE TEMP TABLE mem_before AS SELECT mem() AS bytes;
+CALL occ.retry('SELECT g, repeat($$x$$, 100) FROM generate_series(1, 200000) g;
+                SELECT setval($$mem_at_n$$, mem())');
+SELECT (SELECT last_value FROM mem_at_n) - bytes < 8 * 1024 * 1024 AS results_not_kept FROM mem_before;

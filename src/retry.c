@@ -39,9 +39,11 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/params.h"
 #include "nodes/parsenodes.h"
 #include "parser/parser.h"
 #include "portability/instr_time.h"
+#include "tcop/dest.h"
 #include "tcop/pquery.h"
 #include "tcop/tcopprot.h"
 #include "utils/array.h"
@@ -90,6 +92,7 @@ typedef struct OccRetrySpec
 	Oid		   *argtypes;
 	Datum	   *values;
 	char	   *nulls;
+	ParamListInfo params;		/* the same values, for SPI; NULL if none */
 	int			max_attempts;
 	OccBackoff	backoff;
 	double		max_duration;	/* microseconds, 0 = no limit */
@@ -366,6 +369,17 @@ occ_param_types(HeapTupleHeader rec, OccRetrySpec *spec)
 	}
 	spec->nargs = n;
 	ReleaseTupleDesc(tupdesc);
+
+	spec->params = makeParamList(n);
+	for (int i = 0; i < n; i++)
+	{
+		ParamExternData *prm = &spec->params->params[i];
+
+		prm->value = spec->values[i];
+		prm->isnull = (spec->nulls[i] == 'n');
+		prm->pflags = PARAM_FLAG_CONST;
+		prm->ptype = spec->argtypes[i];
+	}
 }
 
 /*
@@ -388,6 +402,7 @@ occ_read_spec(FunctionCallInfo fcinfo, int shift, OccRetrySpec *spec)
 	spec->argtypes = NULL;
 	spec->values = NULL;
 	spec->nulls = NULL;
+	spec->params = NULL;
 	if (!PG_ARGISNULL(ARG_PARAMS + shift))
 		occ_param_types(PG_GETARG_HEAPTUPLEHEADER(ARG_PARAMS + shift), spec);
 
@@ -474,12 +489,18 @@ occ_run_attempt(const OccRetrySpec *spec, OccBody **body, MemoryContext attemptc
 
 	PG_TRY();
 	{
+		SPIExecuteOptions options;
+
+		/* rows that the statements return are discarded, not collected */
+		memset(&options, 0, sizeof(options));
+		options.params = spec->params;
+		options.dest = None_Receiver;
+
 		if (*body == NULL)
 			*body = occ_body_open(spec->sql, spec->nargs, spec->argtypes);
 		for (int i = 0; i < occ_body_nstmts(*body); i++)
 		{
-			int			rc = SPI_execute_plan(occ_body_plan(*body, i),
-											  spec->values, spec->nulls, false, 0);
+			int			rc = SPI_execute_plan_extended(occ_body_plan(*body, i), &options);
 
 			if (rc == SPI_ERROR_TRANSACTION)
 				ereport(ERROR,
