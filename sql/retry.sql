@@ -132,7 +132,9 @@ END $$;
 \echo :LAST_ERROR_SQLSTATE
 -- the detail says why: a SQL-language procedure is atomic even when CALLed
 CREATE PROCEDURE from_sql_procedure() LANGUAGE sql AS $$ CALL occ.retry('UPDATE counter SET v = v + 1') $$;
+\set SHOW_CONTEXT never
 CALL from_sql_procedure();
+\set SHOW_CONTEXT errors
 \echo :LAST_ERROR_SQLSTATE
 -- several statements in one query string run in an implicit transaction
 -- block; a BEGIN in the same string makes a real one
