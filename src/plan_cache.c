@@ -391,6 +391,7 @@ occ_body_plan(OccBody *body, int i)
 	OccBodyStmt *stmt = &body->stmts[i];
 	char	   *text;
 	SPIPlanPtr	plan;
+	Size		added;
 
 	Assert(i >= 0 && i < body->nstmts);
 	if (stmt->plan != NULL)
@@ -421,9 +422,14 @@ occ_body_plan(OccBody *body, int i)
 		}
 	}
 
-	occ_body_measure(body);
+	/* account for this plan alone: measuring them all would be quadratic */
+	added = occ_plan_bytes(plan);
+	body->bytes += added;
 	if (body->kept)
+	{
+		occ_plans_bytes += added;
 		occ_trim(body, false);
+	}
 	return plan;
 }
 
