@@ -192,8 +192,10 @@ occ_require_nonatomic(FunctionCallInfo fcinfo)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
 				 errmsg("occ.retry cannot run in an atomic context"),
-				 errdetail("A SQL-language procedure (LANGUAGE sql, or BEGIN ATOMIC) runs its statements atomically, even when it was itself CALLed; so does a function called in between."),
-				 errhint("CALL occ.retry(...) from a PL/pgSQL procedure or a DO block, with no function or SQL-language procedure in between.")));
+				 errdetail("A SQL-language procedure (LANGUAGE sql, or BEGIN ATOMIC) runs its statements atomically even when it was itself CALLed, "
+						   "and so does a procedure with a SET clause or SECURITY DEFINER, or a function, called in between."),
+				 errhint("CALL occ.retry(...) from a DO block or a PL/pgSQL procedure (without SET clause or SECURITY DEFINER), "
+						 "with only such procedures in between.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
 			 errmsg("occ.retry cannot run in an atomic context"),
