@@ -11,7 +11,7 @@ HEADERS = src/pg_occ.h
 DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/$(EXTENSION)--*.sql)) sql/$(EXTENSION)--0.1.0.control
 
 # pg_regress: sql/*.sql against expected/*.out; the server must preload pg_occ
-REGRESS = backoff guc retry stats queue upgrade schema
+REGRESS = backoff guc retry stats queue upgrade schema memory bodies foreign
 REGRESS_OPTS = --inputdir=$(srcdir) --load-extension=$(EXTENSION)
 
 # isolation tester: test/specs/*.spec against test/expected/*.out

@@ -35,3 +35,14 @@ CALL occ.retry('SELECT np_conflict_until_gated(); UPDATE np SET v = v + 1',
 SELECT attempts, slept, outcome FROM occ.last_retry();
 SELECT v FROM np;
 SELECT count(*) AS gates_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 20291;
+
+-- Without preloading, the occ. prefix is reserved only once the library is
+-- loaded in the session (CREATE EXTENSION, or the first call of one of its
+-- functions): before, a misspelled setting is accepted as a placeholder;
+-- loading the library removes it with a WARNING; after, it is an error.
+\c
+SET occ.max_atempts = 3;
+SHOW occ.max_atempts;
+SELECT occ.backoff(0, jitter => 'none');
+SHOW occ.max_atempts;
+SET occ.max_atempts = 3;

@@ -130,6 +130,27 @@ BEGIN
 EXCEPTION WHEN division_by_zero THEN NULL;
 END $$;
 \echo :LAST_ERROR_SQLSTATE
+-- the detail says why: a SQL-language procedure is atomic even when CALLed
+CREATE PROCEDURE from_sql_procedure() LANGUAGE sql AS $$ CALL occ.retry('UPDATE counter SET v = v + 1') $$;
+\set SHOW_CONTEXT never
+CALL from_sql_procedure();
+\set SHOW_CONTEXT errors
+\echo :LAST_ERROR_SQLSTATE
+-- so does a PL/pgSQL procedure with a SET clause
+CREATE PROCEDURE from_set_procedure() LANGUAGE plpgsql SET work_mem = '4MB' AS $$
+BEGIN CALL occ.retry('UPDATE counter SET v = v + 1'); END $$;
+\set SHOW_CONTEXT never
+CALL from_set_procedure();
+\set SHOW_CONTEXT errors
+-- several statements in one query string run in an implicit transaction
+-- block; a BEGIN in the same string makes a real one
+SELECT 1 AS one \; CALL occ.retry('UPDATE counter SET v = v + 1');
+\echo :LAST_ERROR_SQLSTATE
+BEGIN \; CALL occ.retry('UPDATE counter SET v = v + 1');
+ROLLBACK;
+BEGIN;
+SELECT 1 AS one \; CALL occ.retry('UPDATE counter SET v = v + 1');
+ROLLBACK;
 CREATE PROCEDURE from_procedure() LANGUAGE plpgsql AS $$
 BEGIN CALL occ.retry('UPDATE counter SET v = v + 1'); END $$;
 CALL from_procedure();

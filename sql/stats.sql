@@ -83,7 +83,9 @@ REVOKE ALL ON stats_counter FROM occ_stats_alice;
 DROP ROLE occ_stats_alice;
 DROP ROLE occ_stats_bob;
 
--- a full table evicts the entries with the fewest calls, and counts them
+-- a full table evicts the entries with the fewest calls, and counts them;
+-- 10 at once (5%, at least 10), so that an insertion costs O(1) amortised:
+-- 'SELECT 0' and 'SELECT 1' to 'SELECT 104' leave 105 - 10 entries
 -- (the test server runs with occ.stats_max = 100)
 SELECT occ.stats_reset();
 CALL occ.retry('SELECT 0');
@@ -101,3 +103,42 @@ SELECT calls FROM occ.stats WHERE query = 'SELECT 0';
 -- reset empties the view
 SELECT occ.stats_reset();
 SELECT count(*) FROM occ.stats;
+
+-- the text is cut at 1023 bytes on a character boundary: 'é' takes 2 bytes
+-- in UTF-8, and the 1023rd byte would be the first half of one
+SELECT 'SELECT ''' || repeat('é', 600) || '''' AS mb_body \gset
+CALL occ.retry(:'mb_body');
+SELECT octet_length(query) AS bytes, query = left(:'mb_body', char_length(query)) AS whole_characters
+  FROM occ.stats WHERE query LIKE 'SELECT ''é%';
+
+-- a call is counted under the role that called, even when its body sets
+-- another role for the session
+CREATE ROLE occ_stats_carol;
+CALL occ.retry('SET ROLE occ_stats_carol');
+SELECT current_user;
+RESET ROLE;
+SELECT userid::regrole, calls FROM occ.stats WHERE query = 'SET ROLE occ_stats_carol';
+DROP ROLE occ_stats_carol;
+
+-- every call is recorded, also one refused before its first attempt: in
+-- occ.last_retry() with its SQLSTATE, and in occ.stats (0 attempts, an
+-- error, outside the histogram) when its text is known
+SELECT occ.stats_reset();
+\set VERBOSITY terse
+CALL occ.retry('SELECT 1');
+CALL occ.retry('SELECT 1', max_attempts => 0);
+SELECT attempts, last_sqlstate, outcome FROM occ.last_retry();
+CALL occ.retry('SELECT 1');
+BEGIN;
+CALL occ.retry('SELECT 1');
+ROLLBACK;
+SELECT attempts, last_sqlstate, outcome FROM occ.last_retry();
+CREATE FUNCTION stats_from_function() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN CALL occ.retry('SELECT 1'); END $$;
+SELECT stats_from_function();
+SELECT attempts, last_sqlstate, outcome FROM occ.last_retry();
+CALL occ.retry(NULL);
+SELECT attempts, last_sqlstate, outcome FROM occ.last_retry();
+\set VERBOSITY default
+SELECT query, calls, commits, errors, attempts, attempts_histogram, mean_attempts
+  FROM occ.stats ORDER BY query;

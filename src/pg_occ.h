@@ -173,7 +173,12 @@ extern double occ_random_draw(void);
 extern void occ_sleep_usec(double usec);
 
 /* plan_cache.c */
-extern struct _SPI_plan *occ_body_plan(const char *sql, int nargs, Oid *argtypes);
+typedef struct OccBody OccBody;
+extern OccBody *occ_body_open(const char *sql, int nargs, const Oid *argtypes);
+extern int	occ_body_nstmts(const OccBody *body);
+extern struct _SPI_plan *occ_body_plan(OccBody *body, int i);
+extern Oid	occ_body_foreign_target(const OccBody *body);
+extern void occ_body_close(OccBody *body);
 
 /* gate.c */
 typedef struct OccGate
@@ -213,7 +218,9 @@ extern OccSqlstatesProblem occ_parse_sqlstates(List *items, OccSqlstates *out,
 /* stats.c */
 typedef struct OccCallResult
 {
-	int			attempts;		/* executions of the body, the first included */
+	Oid			userid;			/* the role that called */
+	int			attempts;		/* executions of the body, the first included;
+								 * 0 for a call refused before its first */
 	int64		serialization_failures; /* failed attempts with 40001 */
 	int64		deadlocks;		/* failed attempts with 40P01 */
 	int64		other_failures; /* failed attempts with any other SQLSTATE */

@@ -35,11 +35,17 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/params.h"
 #include "nodes/parsenodes.h"
+#include "parser/parser.h"
 #include "portability/instr_time.h"
+#include "tcop/dest.h"
+#include "tcop/pquery.h"
+#include "tcop/tcopprot.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -86,6 +92,7 @@ typedef struct OccRetrySpec
 	Oid		   *argtypes;
 	Datum	   *values;
 	char	   *nulls;
+	ParamListInfo params;		/* the same values, for SPI; NULL if none */
 	int			max_attempts;
 	OccBackoff	backoff;
 	double		max_duration;	/* microseconds, 0 = no limit */
@@ -95,9 +102,64 @@ typedef struct OccRetrySpec
 	const char *key;			/* contention key given, or NULL */
 } OccRetrySpec;
 
+/* One call: what it was asked, what has happened so far */
+typedef struct OccCall
+{
+	OccRetrySpec spec;
+	OccCallResult result;
+	instr_time	start;
+	bool		accounted;		/* recorded (statistics, last_retry) */
+} OccCall;
+
+/*
+ * occ_in_implicit_block: is the transaction block the implicit one that
+ * PostgreSQL wraps around a query string of several statements
+ * ("SELECT 1; CALL occ.retry(...)")?  xact.c does not say, but such a block
+ * began with the current query string (a transaction's start time is the
+ * first statement's, and a query string's statements share one start time)
+ * and that string has no BEGIN or START TRANSACTION.  False when unsure.
+ */
+static bool
+occ_in_implicit_block(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool implicit = false;
+
+	if (debug_query_string == NULL ||
+		GetCurrentTransactionStartTimestamp() != GetCurrentStatementStartTimestamp())
+		return false;
+
+	/* the string parsed once already; if it does not now, we are unsure */
+	PG_TRY();
+	{
+		List	   *raw = raw_parser(debug_query_string, RAW_PARSE_DEFAULT);
+		ListCell   *lc;
+
+		implicit = list_length(raw) > 1;
+		foreach(lc, raw)
+		{
+			Node	   *stmt = lfirst_node(RawStmt, lc)->stmt;
+
+			if (IsA(stmt, TransactionStmt) &&
+				(((TransactionStmt *) stmt)->kind == TRANS_STMT_BEGIN ||
+				 ((TransactionStmt *) stmt)->kind == TRANS_STMT_START))
+				implicit = false;
+		}
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		implicit = false;
+	}
+	PG_END_TRY();
+	return implicit;
+}
+
 /*
  * occ_require_nonatomic: occ.retry commits, so it must be CALLed where
- * transaction control is allowed.  Say how to call it otherwise.
+ * transaction control is allowed.  Say why it cannot here, and how to call
+ * it instead.
  */
 static void
 occ_require_nonatomic(FunctionCallInfo fcinfo)
@@ -107,15 +169,38 @@ occ_require_nonatomic(FunctionCallInfo fcinfo)
 	if (ctx != NULL && IsA(ctx, CallContext) && !ctx->atomic)
 		return;
 	if (IsTransactionBlock() && !IsSubTransaction())
+	{
+		if (occ_in_implicit_block())
+			ereport(ERROR,
+					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+					 errmsg("occ.retry cannot run inside a transaction block"),
+					 errdetail("The query string has several statements, which PostgreSQL runs in one implicit transaction block."),
+					 errhint("Send CALL occ.retry(...) as a query of its own, or move the other statements into its body.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 				 errmsg("occ.retry cannot run inside a transaction block"),
 				 errhint("CALL occ.retry(...) in autocommit mode, outside BEGIN ... COMMIT: the body is the transaction.")));
+	}
+	if (IsSubTransaction())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+				 errmsg("occ.retry cannot run in an atomic context"),
+				 errdetail("A block with an EXCEPTION clause runs in a subtransaction, which occ.retry cannot commit."),
+				 errhint("CALL occ.retry(...) outside any block with an EXCEPTION clause.")));
+	if (ActivePortal != NULL &&
+		(ActivePortal->commandTag == CMDTAG_CALL || ActivePortal->commandTag == CMDTAG_DO))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+				 errmsg("occ.retry cannot run in an atomic context"),
+				 errdetail("A SQL-language procedure (LANGUAGE sql, or BEGIN ATOMIC) runs its statements atomically even when it was itself CALLed, "
+						   "and so does a procedure with a SET clause or SECURITY DEFINER, or a function, called in between."),
+				 errhint("CALL occ.retry(...) from a DO block or a PL/pgSQL procedure (without SET clause or SECURITY DEFINER), "
+						 "with only such procedures in between.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
 			 errmsg("occ.retry cannot run in an atomic context"),
-			 errhint("CALL occ.retry(...) at top level outside BEGIN ... COMMIT, from a procedure that was itself CALLed, "
-					 "or from a DO block; not from a function, a trigger, or a block with an EXCEPTION clause.")));
+			 errhint("CALL occ.retry(...) at top level outside BEGIN ... COMMIT, from a PL/pgSQL procedure that was itself CALLed that way, "
+					 "or from a DO block; not from a function or a trigger.")));
 }
 
 /* occ_level_of_setting: the spelling of occ.isolation's value */
@@ -233,7 +318,12 @@ occ_parse_contention(FunctionCallInfo fcinfo, int contention_arg, int key_arg,
 				 errhint("Drop key, or pass contention => 'queue'.")));
 }
 
-/* occ_param_types: bind the fields of the params record as $1, $2, ... */
+/*
+ * occ_param_types: bind the fields of the params record as $1, $2, ...
+ * Fields of type unknown (untyped literals) are bound as text, the type
+ * PostgreSQL gives an unknown literal that nothing else types; the body
+ * can cast them ($1::int).
+ */
 static void
 occ_param_types(HeapTupleHeader rec, OccRetrySpec *spec)
 {
@@ -265,17 +355,38 @@ occ_param_types(HeapTupleHeader rec, OccRetrySpec *spec)
 					 errmsg("params has more than %d fields", FUNC_MAX_ARGS),
 					 errhint("Pass fewer parameters, for example an array in one field.")));
 		value = heap_getattr(&tuple, i + 1, tupdesc, &isnull);
-		spec->argtypes[n] = att->atttypid;
-		spec->values[n] = isnull ? (Datum) 0 : datumCopy(value, att->attbyval, att->attlen);
 		spec->nulls[n] = isnull ? 'n' : ' ';
+		if (att->atttypid == UNKNOWNOID)
+		{
+			/* an untyped literal (row('x'), row(NULL)): text, its C string */
+			spec->argtypes[n] = TEXTOID;
+			spec->values[n] = isnull ? (Datum) 0 : CStringGetTextDatum(DatumGetCString(value));
+		}
+		else
+		{
+			spec->argtypes[n] = att->atttypid;
+			spec->values[n] = isnull ? (Datum) 0 : datumCopy(value, att->attbyval, att->attlen);
+		}
 		n++;
 	}
 	spec->nargs = n;
 	ReleaseTupleDesc(tupdesc);
+
+	spec->params = makeParamList(n);
+	for (int i = 0; i < n; i++)
+	{
+		ParamExternData *prm = &spec->params->params[i];
+
+		prm->value = spec->values[i];
+		prm->isnull = (spec->nulls[i] == 'n');
+		prm->pflags = PARAM_FLAG_CONST;
+		prm->ptype = spec->argtypes[i];
+	}
 }
 
 /*
- * occ_read_spec: read and check every argument; shift is 0, or
+ * occ_read_spec: read and check every argument but sql, which the caller has
+ * read already (NULL when it is NULL); shift is 0, or
  * OCC_REPORT_SHIFT for the form that reports.  Options that are NULL (their
  * default) take the value of their occ.* setting: reading the settings here
  * is much cheaper than default expressions, which every CALL would have to
@@ -289,11 +400,11 @@ occ_read_spec(FunctionCallInfo fcinfo, int shift, OccRetrySpec *spec)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("sql must not be NULL"),
 				 errhint("Pass the statements to run as one transaction.")));
-	spec->sql = text_to_cstring(PG_GETARG_TEXT_PP(ARG_SQL));
 	spec->nargs = 0;
 	spec->argtypes = NULL;
 	spec->values = NULL;
 	spec->nulls = NULL;
+	spec->params = NULL;
 	if (!PG_ARGISNULL(ARG_PARAMS + shift))
 		occ_param_types(PG_GETARG_HEAPTUPLEHEADER(ARG_PARAMS + shift), spec);
 
@@ -352,13 +463,17 @@ occ_elapsed_usec(instr_time start)
 }
 
 /*
- * occ_run_attempt: run the body once as a whole transaction and commit it.
- * Returns NULL on success; otherwise the error, with the failed transaction
- * already rolled back and a new one started.  Non-retryable errors are
- * returned too: the caller decides.
+ * occ_run_attempt: run the body once as a whole transaction and commit it,
+ * statement by statement (*body, the kept plans, is opened on the first
+ * attempt: a syntax error counts as a failed attempt).  Returns NULL on
+ * success; otherwise the error, copied into attemptcxt, with
+ * the failed transaction already rolled back and a new one started, and
+ * *at_commit telling whether COMMIT failed (rather than a statement).
+ * Non-retryable errors are returned too: the caller decides.
  */
 static ErrorData *
-occ_run_attempt(const OccRetrySpec *spec, MemoryContext callcxt)
+occ_run_attempt(const OccRetrySpec *spec, OccBody **body, MemoryContext attemptcxt,
+				bool *at_commit)
 {
 	ResourceOwner oldowner = CurrentResourceOwner;
 	volatile bool in_subxact = false;
@@ -372,24 +487,40 @@ occ_run_attempt(const OccRetrySpec *spec, MemoryContext callcxt)
 
 	BeginInternalSubTransaction(NULL);
 	in_subxact = true;
-	MemoryContextSwitchTo(callcxt);
+	MemoryContextSwitchTo(attemptcxt);
 
 	PG_TRY();
 	{
-		SPIPlanPtr	plan = occ_body_plan(spec->sql, spec->nargs, spec->argtypes);
-		int			rc = SPI_execute_plan(plan, spec->values, spec->nulls, false, 0);
+		SPIExecuteOptions options;
 
-		if (rc == SPI_ERROR_TRANSACTION)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
-					 errmsg("transaction control statements are not allowed in an occ.retry body"),
-					 errhint("The body runs as one transaction that occ.retry commits; remove COMMIT, ROLLBACK and the like from it.")));
-		if (rc < 0)
-			elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+		/* rows that the statements return are discarded, not collected */
+		memset(&options, 0, sizeof(options));
+		options.params = spec->params;
+		options.dest = None_Receiver;
+
+		if (*body == NULL)
+			*body = occ_body_open(spec->sql, spec->nargs, spec->argtypes);
+		for (int i = 0; i < occ_body_nstmts(*body); i++)
+		{
+			int			rc = SPI_execute_plan_extended(occ_body_plan(*body, i), &options);
+
+			if (rc == SPI_ERROR_TRANSACTION)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+						 errmsg("transaction control statements are not allowed in an occ.retry body"),
+						 errhint("The body runs as one transaction that occ.retry commits; remove COMMIT, ROLLBACK and the like from it.")));
+			if (rc == SPI_ERROR_COPY)	/* refused earlier; in case */
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("COPY FROM STDIN and COPY TO STDOUT are not supported in an occ.retry body"),
+						 errhint("COPY the data into a table first, in a transaction of its own, and use it from the body.")));
+			if (rc < 0)			/* a bad plan or parameters: a bug */
+				elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+		}
 
 		ReleaseCurrentSubTransaction();
 		in_subxact = false;
-		MemoryContextSwitchTo(callcxt);
+		MemoryContextSwitchTo(attemptcxt);
 		CurrentResourceOwner = oldowner;
 
 		/* SSI may fail here; SPI_commit then starts a new transaction */
@@ -397,13 +528,13 @@ occ_run_attempt(const OccRetrySpec *spec, MemoryContext callcxt)
 	}
 	PG_CATCH();
 	{
-		MemoryContextSwitchTo(callcxt);
+		MemoryContextSwitchTo(attemptcxt);
 		edata = CopyErrorData();
 		FlushErrorState();
 		if (in_subxact)
 		{
 			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(callcxt);
+			MemoryContextSwitchTo(attemptcxt);
 			CurrentResourceOwner = oldowner;
 			body_failed = true;
 		}
@@ -413,15 +544,22 @@ occ_run_attempt(const OccRetrySpec *spec, MemoryContext callcxt)
 	/* A failed COMMIT has already rolled back; a failed statement has not */
 	if (body_failed)
 		SPI_rollback();
+	*at_commit = (edata != NULL && !body_failed);
 	return edata;
 }
 
-/* occ_account: the call is over; time it and record it */
+/*
+ * occ_account: the call is over; time it and record it, once, under the
+ * role that called.
+ */
 static void
-occ_account(const OccRetrySpec *spec, OccCallResult *result, instr_time start)
+occ_account(OccCall *call)
 {
-	result->total_ms = occ_elapsed_usec(start) / 1000.0;
-	occ_stats_record(spec->sql, result);
+	if (call->accounted)
+		return;
+	call->accounted = true;
+	call->result.total_ms = occ_elapsed_usec(call->start) / 1000.0;
+	occ_stats_record(call->spec.sql, &call->result);
 }
 
 /*
@@ -461,50 +599,37 @@ occ_classify(OccCallResult *result, int sqlerrcode)
 /*
  * occ_sleep_between: sleep delay microseconds between attempts, holding no
  * snapshot and no transaction id, only the virtual transaction id.  An
- * interrupt ends the call, accounted.
+ * interrupt throws (and ends the call, accounted by occ_retry).
  */
 static void
-occ_sleep_between(const OccRetrySpec *spec, OccCallResult *result,
-				  instr_time start, MemoryContext callcxt, double delay)
+occ_sleep_between(OccCall *call, double delay)
 {
 	instr_time	from;
 
 	InvalidateCatalogSnapshot();
 	INSTR_TIME_SET_CURRENT(from);
-	PG_TRY();
-	{
-		occ_sleep_usec(delay);
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(callcxt);
-		result->last_sqlerrcode = CopyErrorData()->sqlerrcode;
-		occ_account(spec, result, start);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	occ_sleep_usec(delay);
 	delay = occ_elapsed_usec(from) / 1000.0;
-	result->sleep_ms += delay;
-	result->max_sleep_ms = Max(result->max_sleep_ms, delay);
+	call->result.sleep_ms += delay;
+	call->result.max_sleep_ms = Max(call->result.max_sleep_ms, delay);
 }
 
 /*
  * occ_wait_gate: wait for the call's gate, like a sleep between
- * transactions, within what is left of max_duration.  An interrupt ends the
- * call, accounted.
+ * transactions, within what is left of max_duration.  An interrupt throws
+ * (and ends the call, accounted by occ_retry, the wait included).
  */
 static OccGateWait
-occ_wait_gate(const OccRetrySpec *spec, OccCallResult *result, OccGate *gate,
-			  instr_time start, MemoryContext callcxt)
+occ_wait_gate(OccCall *call, OccGate *gate)
 {
 	instr_time	from;
 	OccGateWait outcome;
 	double		waited;
 	double		timeout = 0;
 
-	if (spec->max_duration > 0)
+	if (call->spec.max_duration > 0)
 	{
-		timeout = spec->max_duration - occ_elapsed_usec(start);
+		timeout = call->spec.max_duration - occ_elapsed_usec(call->start);
 		if (timeout <= 0)
 			return OCC_GATE_TIMED_OUT;
 	}
@@ -517,33 +642,30 @@ occ_wait_gate(const OccRetrySpec *spec, OccCallResult *result, OccGate *gate,
 	}
 	PG_CATCH();
 	{
-		MemoryContextSwitchTo(callcxt);
-		result->last_sqlerrcode = CopyErrorData()->sqlerrcode;
-		result->wait_ms += occ_elapsed_usec(from) / 1000.0;
-		occ_account(spec, result, start);
+		call->result.wait_ms += occ_elapsed_usec(from) / 1000.0;
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 	waited = occ_elapsed_usec(from) / 1000.0;
-	result->wait_ms += waited;
-	result->max_wait_ms = Max(result->max_wait_ms, waited);
-	result->queued |= (outcome == OCC_GATE_TAKEN);
+	call->result.wait_ms += waited;
+	call->result.max_wait_ms = Max(call->result.max_wait_ms, waited);
+	call->result.queued |= (outcome == OCC_GATE_TAKEN);
 	return outcome;
 }
 
 /*
- * occ_retry: the procedure.  See the file header for the sequence of
- * transactions.  The two contention modes differ only in what happens
- * between attempts: backoff sleeps, queue waits for the gate of the key.
+ * occ_run_call: everything occ.retry does, from checking where and how it
+ * was called to the commit; errors throw.  Returns the procedure's result.
  */
-Datum
-occ_retry(PG_FUNCTION_ARGS)
+static Datum
+occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 {
-	OccRetrySpec spec;
-	OccCallResult result;
+	OccRetrySpec *spec = &call->spec;
+	OccCallResult *result = &call->result;
 	OccGate    *gate = NULL;
+	OccBody   **body;			/* in callcxt: set within PG_TRY, read in PG_CATCH */
 	MemoryContext callcxt;
-	instr_time	start;
+	MemoryContext attemptcxt;
 	double		prev;
 	int			gated_failures = 0;
 	/* the form that reports returns a record, in 0.1.0's declarations too */
@@ -552,13 +674,22 @@ occ_retry(PG_FUNCTION_ARGS)
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
 
+	/* the text first: a call refused below is recorded under it */
+	if (!PG_ARGISNULL(ARG_SQL))
+		spec->sql = text_to_cstring(PG_GETARG_TEXT_PP(ARG_SQL));
 	occ_require_nonatomic(fcinfo);
 	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 				 errmsg("occ.retry cannot run in a transaction that has already written"),
 				 errhint("COMMIT before CALL occ.retry(...), or move those statements into its body.")));
-	occ_read_spec(fcinfo, report ? OCC_REPORT_SHIFT : 0, &spec);
+	occ_read_spec(fcinfo, report ? OCC_REPORT_SHIFT : 0, spec);
+	if (RecoveryInProgress() && strcmp(spec->isolation, "serializable") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("occ.retry cannot run serializable transactions on a hot standby"),
+				 errdetail("PostgreSQL does not support the serializable isolation level during recovery."),
+				 errhint("Pass isolation => 'repeatable read', or set occ.isolation = 'repeatable read' on the standby.")));
 	if (report)
 	{
 		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -566,23 +697,31 @@ occ_retry(PG_FUNCTION_ARGS)
 		tupdesc = BlessTupleDesc(tupdesc);
 	}
 
-	INSTR_TIME_SET_CURRENT(start);
-	memset(&result, 0, sizeof(result));
-	prev = spec.backoff.base;
+	prev = spec->backoff.base;
 
 	SPI_connect_ext(SPI_OPT_NONATOMIC);
 	callcxt = CurrentMemoryContext;
-	if (spec.contention == OCC_CONTENTION_QUEUE)
+
+	/*
+	 * What an attempt leaves behind (its error, its messages) goes in
+	 * attemptcxt, reset before the next attempt: a call's memory does not
+	 * grow with its attempts.  The last failure, rethrown at give-up, lives
+	 * there until then.
+	 */
+	attemptcxt = AllocSetContextCreate(callcxt, "occ.retry attempt",
+									   ALLOCSET_DEFAULT_SIZES);
+	body = palloc0(sizeof(OccBody *));
+	if (spec->contention == OCC_CONTENTION_QUEUE)
 	{
 		gate = palloc(sizeof(OccGate));
-		occ_gate_prepare(gate, spec.key, spec.sql, spec.nargs, spec.argtypes,
-						 spec.values, spec.nulls);
+		occ_gate_prepare(gate, spec->key, spec->sql, spec->nargs, spec->argtypes,
+						 spec->values, spec->nulls);
 	}
 	SPI_commit();
 
 	/* queue mode: a call on a hot key queues before its first attempt */
 	if (gate != NULL && occ_gate_admit(gate))
-		(void) occ_wait_gate(&spec, &result, gate, start, callcxt);
+		(void) occ_wait_gate(call, gate);
 
 	PG_TRY();
 	{
@@ -591,26 +730,50 @@ occ_retry(PG_FUNCTION_ARGS)
 			ErrorData  *edata;
 			double		delay;
 			char	   *why = NULL;
+			bool		at_commit;
+			Oid			foreign;
 
-			result.attempts++;
-			edata = occ_run_attempt(&spec, callcxt);
+			MemoryContextReset(attemptcxt);
+			MemoryContextSwitchTo(attemptcxt);
+			result->attempts++;
+			edata = occ_run_attempt(spec, body, attemptcxt, &at_commit);
 			if (gate != NULL)
 				occ_gate_observe(gate, edata != NULL);
 			if (edata == NULL)
 			{
-				result.committed = true;
+				result->committed = true;
 				break;
 			}
 
-			occ_classify(&result, edata->sqlerrcode);
-			if (!occ_is_retryable(&spec, edata->sqlerrcode))
+			occ_classify(result, edata->sqlerrcode);
+			if (!occ_is_retryable(spec, edata->sqlerrcode))
 			{
-				occ_account(&spec, &result, start);
+				occ_account(call);
 				ReThrowError(edata);
 			}
-			if (result.attempts >= spec.max_attempts)
-				why = psprintf("gave up after %d attempt%s", result.attempts,
-							   occ_plural(result.attempts));
+
+			/*
+			 * postgres_fdw commits the remote side at pre-commit, before the
+			 * local serializable check: after a failure at COMMIT, a body
+			 * that wrote to a foreign table may have committed there.
+			 * Running it again would repeat that work: raise the failure.
+			 */
+			foreign = (at_commit && *body != NULL) ?
+				occ_body_foreign_target(*body) : InvalidOid;
+			if (OidIsValid(foreign))
+			{
+				char	   *relname = get_rel_name(foreign);
+
+				occ_account(call);
+				occ_give_up(edata,
+							psprintf("did not run the body again after this failure at COMMIT: "
+									 "it wrote to the foreign table \"%s\", whose remote transaction may have committed already",
+									 relname ? relname : "?"));
+			}
+
+			if (result->attempts >= spec->max_attempts)
+				why = psprintf("gave up after %d attempt%s", result->attempts,
+							   occ_plural(result->attempts));
 
 			/*
 			 * Queue mode: instead of sleeping, wait for the gate of the key
@@ -630,15 +793,15 @@ occ_retry(PG_FUNCTION_ARGS)
 				if (occ_log_retries)
 					ereport(LOG,
 							(errmsg("occ.retry attempt %d failed with SQLSTATE %s, waiting for the gate",
-									result.attempts, unpack_sql_state(edata->sqlerrcode))));
-				switch (occ_wait_gate(&spec, &result, gate, start, callcxt))
+									result->attempts, unpack_sql_state(edata->sqlerrcode))));
+				switch (occ_wait_gate(call, gate))
 				{
 					case OCC_GATE_TAKEN:
 						FreeErrorData(edata);
 						continue;
 					case OCC_GATE_TIMED_OUT:
 						why = psprintf("gave up after %d attempt%s: max_duration ran out while waiting for the gate",
-									   result.attempts, occ_plural(result.attempts));
+									   result->attempts, occ_plural(result->attempts));
 						break;
 					case OCC_GATE_UNAVAILABLE:
 						break;
@@ -657,39 +820,41 @@ occ_retry(PG_FUNCTION_ARGS)
 			{
 				delay = (gated_failures == 0 &&
 						 edata->sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE) ? 0 :
-					occ_backoff_delay(&spec.backoff, gated_failures, spec.backoff.base,
+					occ_backoff_delay(&spec->backoff, gated_failures, spec->backoff.base,
 									  occ_random_draw());
 				gated_failures++;
 			}
 			else
 			{
-				delay = occ_backoff_delay(&spec.backoff, result.attempts - 1, prev,
+				delay = occ_backoff_delay(&spec->backoff, result->attempts - 1, prev,
 										  occ_random_draw());
-				prev = Max(delay, spec.backoff.base);
+				prev = Max(delay, spec->backoff.base);
 			}
-			if (why == NULL && spec.max_duration > 0 &&
-				occ_elapsed_usec(start) + delay > spec.max_duration)
+			if (why == NULL && spec->max_duration > 0 &&
+				occ_elapsed_usec(call->start) + delay > spec->max_duration)
 				why = psprintf("gave up after %d attempt%s: the next delay of %.3f ms would exceed max_duration",
-							   result.attempts, occ_plural(result.attempts), delay / 1000.0);
+							   result->attempts, occ_plural(result->attempts), delay / 1000.0);
 			if (why != NULL)
 			{
-				result.gave_up = true;
-				occ_account(&spec, &result, start);
+				result->gave_up = true;
+				occ_account(call);
 				occ_give_up(edata, why);
 			}
 
 			if (occ_log_retries)
 				ereport(LOG,
 						(errmsg("occ.retry attempt %d failed with SQLSTATE %s, retrying in %.3f ms",
-								result.attempts, unpack_sql_state(edata->sqlerrcode), delay / 1000.0)));
+								result->attempts, unpack_sql_state(edata->sqlerrcode), delay / 1000.0)));
 			FreeErrorData(edata);
-			occ_sleep_between(&spec, &result, start, callcxt, delay);
+			occ_sleep_between(call, delay);
 		}
 	}
 	PG_CATCH();
 	{
 		if (gate != NULL)
 			occ_gate_release(gate);
+		if (*body != NULL)
+			occ_body_close(*body);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -697,12 +862,56 @@ occ_retry(PG_FUNCTION_ARGS)
 	/* the attempt has committed: pass the gate on */
 	if (gate != NULL)
 		occ_gate_release(gate);
-	occ_account(&spec, &result, start);
+	if (*body != NULL)
+		occ_body_close(*body);
+	occ_account(call);
 	SPI_finish();
 
 	if (!report)
-		PG_RETURN_VOID();
-	values[0] = Int32GetDatum(result.attempts);
-	values[1] = PointerGetDatum(occ_usec_to_interval(rint(result.sleep_ms * 1000.0)));
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+		return (Datum) 0;
+	values[0] = Int32GetDatum(result->attempts);
+	values[1] = PointerGetDatum(occ_usec_to_interval(rint(result->sleep_ms * 1000.0)));
+	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+}
+
+/*
+ * occ_retry: the procedure.  See the file header for the sequence of
+ * transactions.  The two contention modes differ only in what happens
+ * between attempts: backoff sleeps, queue waits for the gate of the key.
+ *
+ * Every call is recorded (occ.last_retry(), and occ.stats when its text is
+ * known), also one refused before its first attempt (bad arguments, called
+ * where it cannot commit): then with 0 attempts and the error's SQLSTATE.
+ * Its statistics go to the role that called, whatever roles the body sets.
+ */
+Datum
+occ_retry(PG_FUNCTION_ARGS)
+{
+	MemoryContext entrycxt = CurrentMemoryContext;
+	OccCall    *call = palloc0(sizeof(OccCall));
+	Datum		retval = (Datum) 0;
+
+	call->result.userid = GetUserId();
+	INSTR_TIME_SET_CURRENT(call->start);
+	PG_TRY();
+	{
+		retval = occ_run_call(fcinfo, call);
+	}
+	PG_CATCH();
+	{
+		if (!call->accounted)
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(entrycxt);
+			edata = CopyErrorData();
+			call->result.last_sqlerrcode = edata->sqlerrcode;
+			FreeErrorData(edata);
+			occ_account(call);
+		}
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	PG_RETURN_DATUM(retval);
 }

@@ -10,6 +10,13 @@
  * pg_cancel_backend, statement_timeout and pg_terminate_backend end the sleep
  * at once.  The wait event is PgSleep, as for pg_sleep().
  *
+ * A latch wait takes its timeout in milliseconds as a long, but the kernel
+ * gets it as an int (WaitEventSetWaitBlock, then epoll_wait): a delay of
+ * 2^31 ms (24.9 days) or more, which occ.retry accepts (caps up to 100
+ * days), would wrap to a negative timeout, which means "forever".  So we
+ * wait in slices of at most OCC_SLEEP_SLICE_MS, measuring the time left
+ * after each.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -20,6 +27,9 @@
 #include "utils/wait_event.h"
 
 #include "pg_occ.h"
+
+/* Longest single latch wait, in milliseconds: one hour, far below INT_MAX */
+#define OCC_SLEEP_SLICE_MS 3600000L
 
 /*
  * occ_sleep_usec: sleep for usec microseconds, or until an interrupt is
@@ -47,7 +57,7 @@ occ_sleep_usec(double usec)
 		{
 			(void) WaitLatch(MyLatch,
 							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 (long) (remaining / 1000.0),
+							 (long) Min(remaining / 1000.0, (double) OCC_SLEEP_SLICE_MS),
 							 WAIT_EVENT_PG_SLEEP);
 			ResetLatch(MyLatch);
 		}

@@ -11,7 +11,8 @@
  * (bodies take their values as parameters, so the text is stable).  Entries
  * are created under the exclusive lock and updated under the shared lock
  * plus a per-entry spinlock, so no increment is lost.  When the table is
- * full, the entry with the fewest calls is evicted and counted.
+ * full, the 5% of entries (at least 10) with the fewest calls are evicted at
+ * once, and counted.
  *
  * The session-local record of the last call works without preloading.
  *
@@ -25,6 +26,7 @@
 #include "common/hashfn.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
@@ -42,13 +44,17 @@ PG_FUNCTION_INFO_V1(occ_stats_info);
 PG_FUNCTION_INFO_V1(occ_stats_reset);
 PG_FUNCTION_INFO_V1(occ_last_retry);
 
-/* Longest query text kept, in bytes; the hash covers the whole text */
+/* Longest query text kept, in bytes with the NUL; the hash covers the whole text */
 #define OCC_QUERY_TEXT_MAX 1024
 
 /* Attempts-per-call histogram buckets: 1, 2, 3-4, 5-8, 9-16, 17 and more */
 #define OCC_HIST_BUCKETS 6
 
 #define OCC_STATS_COLS 23
+
+/* When the table is full, evict this share of the entries, at least OCC_EVICT_MIN */
+#define OCC_EVICT_PERCENT 5
+#define OCC_EVICT_MIN 10
 
 typedef struct OccStatsKey
 {
@@ -177,26 +183,45 @@ occ_hist_bucket(int attempts)
 	return bucket;
 }
 
+/* occ_cmp_calls: qsort order of entries, fewest calls first */
+static int
+occ_cmp_calls(const void *a, const void *b)
+{
+	int64		ca = (*(OccStatsEntry *const *) a)->counters.calls;
+	int64		cb = (*(OccStatsEntry *const *) b)->counters.calls;
+
+	return (ca > cb) - (ca < cb);
+}
+
 /*
- * occ_evict_one: remove the entry with the fewest calls to make room.
- * Caller holds the lock exclusively.
+ * occ_evict: make room by removing, in one pass, OCC_EVICT_PERCENT of the
+ * entries (at least OCC_EVICT_MIN) with the fewest calls, as
+ * pg_stat_statements does: the scan and sort cost O(n log n) once per
+ * n / 20 insertions, O(1) amortised per insertion, instead of a scan of the
+ * whole table for each one.  Caller holds the lock exclusively.
  */
 static void
-occ_evict_one(void)
+occ_evict(void)
 {
 	HASH_SEQ_STATUS scan;
 	OccStatsEntry *entry;
-	OccStatsEntry *victim = NULL;
+	OccStatsEntry **entries;
+	long		n = 0;
+	long		nvictims;
 
+	entries = palloc(sizeof(OccStatsEntry *) * hash_get_num_entries(occ_hash));
 	hash_seq_init(&scan, occ_hash);
 	while ((entry = hash_seq_search(&scan)) != NULL)
-		if (victim == NULL || entry->counters.calls < victim->counters.calls)
-			victim = entry;
-	if (victim == NULL)
-		return;
-	hash_search(occ_hash, &victim->key, HASH_REMOVE, NULL);
+		entries[n++] = entry;	/* counters read unlocked: a hint is enough */
+	qsort(entries, n, sizeof(OccStatsEntry *), occ_cmp_calls);
+
+	nvictims = Min(n, Max(OCC_EVICT_MIN, n * OCC_EVICT_PERCENT / 100));
+	for (long i = 0; i < nvictims; i++)
+		hash_search(occ_hash, &entries[i]->key, HASH_REMOVE, NULL);
+	pfree(entries);
+
 	SpinLockAcquire(&occ_shared->mutex);
-	occ_shared->dealloc++;
+	occ_shared->dealloc += nvictims;
 	SpinLockRelease(&occ_shared->mutex);
 }
 
@@ -209,6 +234,7 @@ occ_find_or_create(const OccStatsKey *key, const char *sql)
 {
 	OccStatsEntry *entry;
 	bool		found;
+	int			len;
 
 	LWLockAcquire(occ_shared->lock, LW_SHARED);
 	entry = hash_search(occ_hash, key, HASH_FIND, NULL);
@@ -221,11 +247,14 @@ occ_find_or_create(const OccStatsKey *key, const char *sql)
 	if (entry == NULL)
 	{
 		if (hash_get_num_entries(occ_hash) >= occ_stats_max)
-			occ_evict_one();
+			occ_evict();
 		entry = hash_search(occ_hash, key, HASH_ENTER, &found);
 		SpinLockInit(&entry->mutex);
 		memset(&entry->counters, 0, sizeof(OccCounters));
-		strlcpy(entry->query, sql, OCC_QUERY_TEXT_MAX);
+		/* cut on a character boundary of the database's encoding */
+		len = pg_mbcliplen(sql, strlen(sql), OCC_QUERY_TEXT_MAX - 1);
+		memcpy(entry->query, sql, len);
+		entry->query[len] = '\0';
 	}
 	LWLockRelease(occ_shared->lock);
 	LWLockAcquire(occ_shared->lock, LW_SHARED);
@@ -235,7 +264,10 @@ occ_find_or_create(const OccStatsKey *key, const char *sql)
 
 /*
  * occ_stats_record: account for one finished occ.retry call, in the session
- * and, when preloaded and occ.track_stats is on, in shared memory.
+ * and, when preloaded and occ.track_stats is on and its text is known (sql
+ * is NULL for a call refused because its sql was NULL), in shared memory,
+ * under the role that called.  A call refused before its first attempt has
+ * 0 attempts: it counts in calls and errors, not in the histogram.
  */
 void
 occ_stats_record(const char *sql, const OccCallResult *result)
@@ -246,11 +278,11 @@ occ_stats_record(const char *sql, const OccCallResult *result)
 	occ_last.valid = true;
 	occ_last.result = *result;
 
-	if (occ_shared == NULL || occ_hash == NULL || !occ_track_stats)
+	if (occ_shared == NULL || occ_hash == NULL || !occ_track_stats || sql == NULL)
 		return;
 
 	memset(&key, 0, sizeof(key));
-	key.userid = GetUserId();
+	key.userid = result->userid;
 	key.dbid = MyDatabaseId;
 	key.queryid = hash_bytes_extended((const unsigned char *) sql, strlen(sql), 0);
 
@@ -275,7 +307,8 @@ occ_stats_record(const char *sql, const OccCallResult *result)
 		c->max_wait_time = Max(c->max_wait_time, result->max_wait_ms);
 		c->total_time += result->total_ms;
 		c->max_attempts = Max(c->max_attempts, result->attempts);
-		c->hist[occ_hist_bucket(result->attempts)]++;
+		if (result->attempts > 0)
+			c->hist[occ_hist_bucket(result->attempts)]++;
 		SpinLockRelease(&entry->mutex);
 	}
 	LWLockRelease(occ_shared->lock);

@@ -14,8 +14,11 @@
 #   that preloads pg_occ runs
 #     - pg_regress (sql/, expected/) and the isolation specs (test/specs/),
 #     - pgTAP (test/tap/) with pg_prove,
-#     - the stress check (test/stress.sh) in backoff and in queue mode, and the
+#     - the stress check (test/stress.sh) in backoff and in queue mode, the
 #       interrupt checks of a sleeping and of a queued call (test/interrupt*.sh),
+#       occ.retry on a hot standby of the cluster (test/standby.sh), and the
+#       adversarial check (test/fuzz.sh: random and hostile arguments and
+#       bodies; no XX000, no backend lost),
 #     - the benchmark's quick mode (test/bench/run.sh --quick), which checks
 #       the pgbench scripts and the lost-update invariant, not speed;
 #   in a cluster that does not preload it, the not_preloaded test; and the
@@ -63,6 +66,8 @@ in_cluster() {
     CONTENTION=queue CLIENTS=96 test/stress.sh
     test/interrupt.sh
     test/interrupt_queue.sh
+    test/standby.sh
+    test/fuzz.sh
     test/bench/run.sh --quick --existing --out "$(mktemp -d)"
 }
 
