@@ -145,22 +145,20 @@ occ_gate_key_hash(const char *key, const char *what)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be empty", what),
 				 errhint("Name what the transaction contends on, for example 'account:' || id.")));
-	return hash_bytes_extended((const unsigned char *) key, strlen(key), 0);
+	return occ_hash_text(key);
 }
 
 /*
  * occ_gate_derive_hash: the key of a call that gives none: the body's text
  * and the text of each parameter value, so that a body with WHERE id = $1
- * gets one gate per row.  Also returns the hash of the body alone.
+ * gets one gate per row; body_hash is the hash of the body's text.
  */
 static uint64
-occ_gate_derive_hash(const char *sql, int nargs, const Oid *argtypes,
-					 const Datum *values, const char *nulls, uint64 *body_hash)
+occ_gate_derive_hash(uint64 body_hash, int nargs, const Oid *argtypes,
+					 const Datum *values, const char *nulls)
 {
-	uint64		hash;
+	uint64		hash = body_hash;
 
-	*body_hash = hash_bytes_extended((const unsigned char *) sql, strlen(sql), 0);
-	hash = *body_hash;
 	for (int i = 0; i < nargs; i++)
 	{
 		Oid			typoutput;
@@ -194,7 +192,7 @@ occ_gate_set_tag(LOCKTAG *tag, uint64 hash)
  * and its parameters.  Nothing is locked yet.
  */
 void
-occ_gate_prepare(OccGate *gate, const char *key, const char *sql, int nargs,
+occ_gate_prepare(OccGate *gate, const char *key, uint64 sql_hash, int nargs,
 				 const Oid *argtypes, const Datum *values, const char *nulls)
 {
 	memset(gate, 0, sizeof(*gate));
@@ -202,8 +200,10 @@ occ_gate_prepare(OccGate *gate, const char *key, const char *sql, int nargs,
 	if (key != NULL)
 		gate->hash = occ_gate_key_hash(key, "key");
 	else
-		gate->hash = occ_gate_derive_hash(sql, nargs, argtypes, values, nulls,
-										  &gate->body_hash);
+	{
+		gate->body_hash = sql_hash;
+		gate->hash = occ_gate_derive_hash(sql_hash, nargs, argtypes, values, nulls);
+	}
 	occ_gate_set_tag(&gate->tag, gate->hash);
 }
 

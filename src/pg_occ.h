@@ -17,6 +17,7 @@
 #ifndef PG_OCC_H
 #define PG_OCC_H
 
+#include "common/hashfn.h"
 #include "common/pg_prng.h"
 #include "fmgr.h"
 #include "nodes/pg_list.h"
@@ -159,6 +160,17 @@ extern bool occ_track_stats;
 extern int	occ_stats_max;
 extern void occ_define_gucs(void);
 
+/*
+ * occ_hash_text: the 64-bit hash of a text: a body's (the key of its kept
+ * plans, of its occ.stats entry and, in queue mode, of its gate) or a
+ * contention key's.  occ.retry hashes its body once per call.
+ */
+static inline uint64
+occ_hash_text(const char *text)
+{
+	return hash_bytes_extended((const unsigned char *) text, strlen(text), 0);
+}
+
 /* backoff.c */
 extern OccJitter occ_parse_jitter(const char *name);
 extern double occ_interval_to_usec(const Interval *span, const char *what);
@@ -174,7 +186,8 @@ extern void occ_sleep_usec(double usec);
 
 /* plan_cache.c */
 typedef struct OccBody OccBody;
-extern OccBody *occ_body_open(const char *sql, int nargs, const Oid *argtypes);
+extern OccBody *occ_body_open(const char *sql, uint64 sql_hash, int nargs,
+							  const Oid *argtypes);
 extern int	occ_body_nstmts(const OccBody *body);
 extern struct _SPI_plan *occ_body_plan(OccBody *body, int i);
 extern Oid	occ_body_foreign_target(const OccBody *body);
@@ -201,7 +214,7 @@ typedef enum OccGateWait
 
 extern void occ_gate_init(void);
 extern uint64 occ_gate_key_hash(const char *key, const char *what);
-extern void occ_gate_prepare(OccGate *gate, const char *key, const char *sql,
+extern void occ_gate_prepare(OccGate *gate, const char *key, uint64 sql_hash,
 							 int nargs, const Oid *argtypes,
 							 const Datum *values, const char *nulls);
 extern bool occ_gate_admit(const OccGate *gate);
@@ -236,6 +249,7 @@ typedef struct OccCallResult
 } OccCallResult;
 
 extern void occ_stats_init(void);
-extern void occ_stats_record(const char *sql, const OccCallResult *result);
+extern void occ_stats_record(const char *sql, uint64 sql_hash,
+							 const OccCallResult *result);
 
 #endif							/* PG_OCC_H */

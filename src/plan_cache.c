@@ -32,7 +32,6 @@
 
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
-#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "executor/spi_priv.h"
 #include "lib/ilist.h"
@@ -319,7 +318,7 @@ occ_foreign_target(Query *query)
  * connection; syntax errors throw.  Pair with occ_body_close.
  */
 OccBody *
-occ_body_open(const char *sql, int nargs, const Oid *argtypes)
+occ_body_open(const char *sql, uint64 sql_hash, int nargs, const Oid *argtypes)
 {
 	OccPlanKey	key;
 	OccPlanEntry *entry;
@@ -339,7 +338,7 @@ occ_body_open(const char *sql, int nargs, const Oid *argtypes)
 	}
 
 	memset(&key, 0, sizeof(key));
-	key.sql_hash = hash_bytes_extended((const unsigned char *) sql, strlen(sql), 0);
+	key.sql_hash = sql_hash;
 	key.nargs = nargs;
 	memcpy(key.argtypes, argtypes, nargs * sizeof(Oid));
 

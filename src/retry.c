@@ -88,6 +88,7 @@ enum
 typedef struct OccRetrySpec
 {
 	char	   *sql;
+	uint64		sql_hash;		/* occ_hash_text(sql), once per call */
 	int			nargs;
 	Oid		   *argtypes;
 	Datum	   *values;
@@ -499,7 +500,7 @@ occ_run_attempt(const OccRetrySpec *spec, OccBody **body, MemoryContext attemptc
 		options.dest = None_Receiver;
 
 		if (*body == NULL)
-			*body = occ_body_open(spec->sql, spec->nargs, spec->argtypes);
+			*body = occ_body_open(spec->sql, spec->sql_hash, spec->nargs, spec->argtypes);
 		for (int i = 0; i < occ_body_nstmts(*body); i++)
 		{
 			int			rc = SPI_execute_plan_extended(occ_body_plan(*body, i), &options);
@@ -559,7 +560,7 @@ occ_account(OccCall *call)
 		return;
 	call->accounted = true;
 	call->result.total_ms = occ_elapsed_usec(call->start) / 1000.0;
-	occ_stats_record(call->spec.sql, &call->result);
+	occ_stats_record(call->spec.sql, call->spec.sql_hash, &call->result);
 }
 
 /*
@@ -668,15 +669,18 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 	MemoryContext attemptcxt;
 	double		prev;
 	int			gated_failures = 0;
-	/* the form that reports returns a record, in 0.1.0's declarations too */
-	bool		report = (get_call_result_type(fcinfo, NULL, NULL) == TYPEFUNC_COMPOSITE);
 	TupleDesc	tupdesc = NULL;
+	/* the form that reports returns a record, in 0.1.0's declarations too */
+	bool		report = (get_call_result_type(fcinfo, NULL, &tupdesc) == TYPEFUNC_COMPOSITE);
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
 
 	/* the text first: a call refused below is recorded under it */
 	if (!PG_ARGISNULL(ARG_SQL))
+	{
 		spec->sql = text_to_cstring(PG_GETARG_TEXT_PP(ARG_SQL));
+		spec->sql_hash = occ_hash_text(spec->sql);
+	}
 	occ_require_nonatomic(fcinfo);
 	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
 		ereport(ERROR,
@@ -691,11 +695,7 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 				 errdetail("PostgreSQL does not support the serializable isolation level during recovery."),
 				 errhint("Pass isolation => 'repeatable read', or set occ.isolation = 'repeatable read' on the standby.")));
 	if (report)
-	{
-		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-			elog(ERROR, "occ.retry must return a record");
 		tupdesc = BlessTupleDesc(tupdesc);
-	}
 
 	prev = spec->backoff.base;
 
@@ -714,7 +714,7 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 	if (spec->contention == OCC_CONTENTION_QUEUE)
 	{
 		gate = palloc(sizeof(OccGate));
-		occ_gate_prepare(gate, spec->key, spec->sql, spec->nargs, spec->argtypes,
+		occ_gate_prepare(gate, spec->key, spec->sql_hash, spec->nargs, spec->argtypes,
 						 spec->values, spec->nulls);
 	}
 	SPI_commit();

@@ -23,7 +23,6 @@
 #include <math.h>
 
 #include "catalog/pg_authid.h"
-#include "common/hashfn.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
@@ -270,7 +269,7 @@ occ_find_or_create(const OccStatsKey *key, const char *sql)
  * 0 attempts: it counts in calls and errors, not in the histogram.
  */
 void
-occ_stats_record(const char *sql, const OccCallResult *result)
+occ_stats_record(const char *sql, uint64 sql_hash, const OccCallResult *result)
 {
 	OccStatsKey key;
 	OccStatsEntry *entry;
@@ -284,7 +283,7 @@ occ_stats_record(const char *sql, const OccCallResult *result)
 	memset(&key, 0, sizeof(key));
 	key.userid = result->userid;
 	key.dbid = MyDatabaseId;
-	key.queryid = hash_bytes_extended((const unsigned char *) sql, strlen(sql), 0);
+	key.queryid = sql_hash;
 
 	entry = occ_find_or_create(&key, sql);
 	if (entry != NULL)
