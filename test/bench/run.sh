@@ -22,16 +22,31 @@
 #   mixed-nogate    the same, the writers without occ.gate (pessimistic-1rt)
 #
 # Modes:
-#   sweep       clients x work_ms x forms, --duration seconds each: commits/s,
-#               attempts per commit, p50/p99/max latency, give-ups.
-#   fixed-work  seed 000 (AWS, "Exponential Backoff And Jitter"): N clients
-#               each commit ONE update (pgbench -t 1); total attempts ("work")
-#               and the time until all are done.
 #   contention  queue mode's targets: 16, 64 and 128 clients, 1 ms of work,
 #               pessimistic-1rt, occ-backoff, occ-queue and occ-queue-key
 #               side by side, medians of --rounds interleaved rounds; then
 #               the guard workloads (1,000 uniform rows, 50% on one row, 1
 #               client, lock-based writers mixed in), each interleaved too.
+#   storm       seed 001 ("how not to crash a server"): open-loop Poisson
+#               arrivals below the hot row's capacity, a stall of a few
+#               seconds (LOCK TABLE hot) in the middle, per-second commits,
+#               attempts and latency, and the time each form takes to recover
+#               (test/bench/storms.sh describes it and its forms).
+#   burst       seed 003 ("Exploring backoff"): N clients, one request each,
+#               20% at once and the rest uniformly over a window; latency
+#               percentiles per client and requests sent, per strategy.
+#   sweep       clients x work_ms x forms, --duration seconds each: commits/s,
+#               attempts per commit, p50/p99/max latency, give-ups.
+#   fixed-work  seed 000 (AWS, "Exponential Backoff And Jitter"): N clients
+#               each commit ONE update (pgbench -t 1); total attempts ("work")
+#               and the time until all are done.
+#   overhead    1 client, one UPDATE, bare vs CALL occ.retry.
+#
+# The default run is the headline (about 4 minutes): the contention mode's
+# hot row at 64 clients for pessimistic-1rt, pgbench-retry, occ-backoff and
+# occ-queue (one round, no guards), then storm and burst.  --full runs every
+# mode (the sweep, fixed work, overhead, the full contention mode, storm and
+# burst: about 30 minutes); --quick runs them all briefly (CI).
 #
 # After every run the hot row must have grown by exactly the number of
 # commits pgbench counted (and, for occ forms, occ.stats must agree): if
@@ -47,6 +62,7 @@
 # Progress goes to stderr.  Needs bash, psql, pgbench, awk, gnuplot.
 #
 # Usage: test/bench/run.sh [--quick | --full] [options], see usage() below.
+# The storm and burst modes live in test/bench/storms.sh, sourced below.
 
 set -euo pipefail
 
@@ -55,8 +71,10 @@ SELF="$HERE/$(basename "${BASH_SOURCE[0]}")"
 PGB=$(cd "$HERE/../pgbench" && pwd)
 ALL_FORMS="pessimistic pessimistic-1rt pgbench-retry occ-defaults occ-backoff occ-queue occ-queue-key occ-none occ-full occ-equal occ-decorrelated occ-bounded occ-multiplicative occ-normal"
 EXTRA_FORMS="mixed-gate mixed-nogate"
+# shellcheck source=storms.sh
+. "$HERE/storms.sh"
 
-# Defaults (the default run; --quick and --full change some of them)
+# Defaults of the modes (the profiles below change some of them)
 CLIENTS="1 4 16 64 128"
 DURATION=10
 WORK="0 1"
@@ -76,34 +94,90 @@ CONTENTION_FORMS="pessimistic-1rt occ-backoff occ-queue occ-queue-key"
 GUARD_CLIENTS=64
 ROUNDS=3
 HOT_PCT=100
-DO_SWEEP=1
-DO_FIXED=1
-DO_OVERHEAD=1
-DO_CONTENTION=1
+# storm (seed 001): STORM_CLIENTS connections take requests arriving at
+# STORM_RATE per second (Poisson).  On this benchmark's 2-core machine the
+# hot row commits about 400/s at 64 and 128 clients in every form but
+# pgbench's immediate retry, which falls to 125/s at 64 and 65 to 105/s at
+# 128 clients once they all retry at once: 200/s lies between the two, with
+# a margin on both sides (see README-storms-section.md for the measurement).
+STORM_CLIENTS=128
+STORM_RATE=200
+STORM_PRE=5
+STORM_STALL=3
+STORM_POST=12
+STORM_LOCK_TIMEOUT=100ms
+STORM_TOLERANCE=1.5
+STORM_HOLD=3
+STORM_ROUNDS=1
+STORM_WORK_MS=1
+STORM_FIXED=1ms
+SEED001_BASE=100ms
+SEED001_FACTOR=2.71828
+SEED001_CAP=5min
+BUDGET=100
+BUDGET_RATIO=0.2
+BUDGET_FLOOR=10
+# burst (seed 003): 800 clients, 20% in a spike, the rest over 1000 ticks
+# of a service that completes one request per tick, scaled down by 4 to
+# 200 clients over 250 ticks (one connection each; 800 backends would not
+# fit a 2-core machine): the spike is 40 requests, the rest arrive at 64%
+# of the row's capacity, as in the seed.  A tick is one commit on the hot
+# row at about 400/s: 2.5 ms, so the window is 625 ms.
+BURST_CLIENTS=200
+BURST_WINDOW_MS=625
+BURST_TICK_US=2500
+BURST_ROUNDS=3
+PROFILE=headline
+ONLY=""
+DO_GUARDS=1
 REPORT_ONLY=0
 EXISTING=0
 KEEP_LOGS=0
 
 usage() {
 	cat <<EOF
-Usage: $0 [options]
-  --quick              CI check (< 2 min): every form runs, nothing is lost
-  --full               longer runs: --duration 30 --reps 3
+Usage: $0 [--quick | --full] [options]
+  (no option)          the headline run, about 4 minutes: the hot row at 64
+                       clients (pessimistic-1rt, pgbench-retry, occ-backoff,
+                       occ-queue), the seed 001 stall (storm) and the seed 003
+                       burst, with their tables and plots
+  --full               every mode: sweep, fixed work, overhead, contention
+                       (16, 64, 128 clients, guards, 3 rounds), storm, burst;
+                       about 30 minutes
+  --quick              CI check (< 2 min): every mode briefly, every form, nothing lost
+  --sweep-only | --fixed-work-only | --overhead-only | --contention-only |
+  --storm-only | --burst-only
+                       only these modes (may be combined; with their full
+                       settings unless --quick).  Overhead: 1 client, one
+                       UPDATE, bare vs CALL occ.retry with stats on and off,
+                       interleaved, --duration s each, $OVERHEAD_REPS times;
+                       contention: queue mode's targets and guard workloads;
+                       storm, burst: see the header and storms.sh
   --clients "1 4 16"   sweep client counts          (default: $CLIENTS)
-  --duration S         seconds per sweep run        (default: $DURATION)
+  --duration S         seconds per sweep, overhead and contention run (default: $DURATION)
   --work "0 1"         work_ms values of the sweep  (default: $WORK)
-  --forms "..."        forms to run (default: all):
+  --forms "..."        forms of the sweep and fixed work (default: all):
                        $ALL_FORMS
   --fixed-clients "N"  fixed-work client counts     (default: $FIXED_CLIENTS)
   --fixed-work-ms MS   work_ms of fixed-work runs   (default: $FIXED_WORK_MS)
   --reps R             fixed-work repetitions, averaged (default: $REPS)
-  --sweep-only | --fixed-work-only | --overhead-only | --contention-only
-                       (overhead: 1 client, one UPDATE, bare vs CALL occ.retry
-                       with stats on and off, interleaved, --duration s each,
-                       $OVERHEAD_REPS times; contention: queue mode's targets
-                       and guard workloads, see the header)
   --contention-clients "16 64 128"  client counts of the contention mode
+  --contention-forms "..."  its forms (default: $CONTENTION_FORMS)
   --rounds R           interleaved rounds of the contention mode (default: $ROUNDS)
+  --storm-clients N    connections of the storm mode (default: $STORM_CLIENTS)
+  --storm-rate R       arrivals per second, Poisson (default: $STORM_RATE)
+  --storm-phases "PRE STALL POST"  seconds before, of and after the stall
+                       (default: "$STORM_PRE $STORM_STALL $STORM_POST")
+  --storm-forms "..."  (default: $STORM_FORMS)
+  --storm-rounds R     (default: $STORM_ROUNDS)
+  --lock-timeout I     the bodies' lock_timeout in the storm (default: $STORM_LOCK_TIMEOUT)
+  --fixed-interval I   occ-fixed's and occ-budget's constant delay (default: $STORM_FIXED)
+  --budget "C R F"     occ-budget's occ.retry_budget, _ratio, _floor (default: "$BUDGET $BUDGET_RATIO $BUDGET_FLOOR")
+  --burst-clients N    requests of the burst, one per client (default: $BURST_CLIENTS)
+  --burst-window MS    over which 80% of them arrive (default: $BURST_WINDOW_MS)
+  --burst-tick US      seed 003's tick, for the backoff delays (default: $BURST_TICK_US)
+  --burst-forms "..."  (default: $BURST_FORMS)
+  --burst-rounds R     (default: $BURST_ROUNDS)
   --report-only        no runs: the tables and plots again from --out's results.csv
                        (with the same mode options as the run)
   --max-attempts N     occ.retry max_attempts and pgbench --max-tries (default: $MAX_ATTEMPTS)
@@ -127,13 +201,43 @@ progress() {
 	echo "[$(date +%H:%M:%S)] $*" >&2
 }
 
-# parse_args ARGS...: set the globals above from the command line
+# parse_args ARGS...: set the globals above from the command line: first
+# the profile (headline, --full or --quick) and the modes it runs, then the
+# options, which override the profile's settings
 parse_args() {
+	local arg modes=""
+	for arg in "$@"; do
+		case $arg in
+			--quick) PROFILE=quick ;;
+			--full) PROFILE=full ;;
+			--sweep-only) ONLY="$ONLY sweep" ;;
+			--fixed-work-only) ONLY="$ONLY fixed" ;;
+			--overhead-only) ONLY="$ONLY overhead" ;;
+			--contention-only) ONLY="$ONLY contention" ;;
+			--storm-only) ONLY="$ONLY storm" ;;
+			--burst-only) ONLY="$ONLY burst" ;;
+		esac
+	done
+	case $PROFILE in
+		headline)
+			modes="contention storm burst"
+			if [ -z "$ONLY" ]; then
+				CONTENTION_CLIENTS=64; ROUNDS=1; DO_GUARDS=0
+				CONTENTION_FORMS="pessimistic-1rt pgbench-retry occ-backoff occ-queue"
+			fi ;;
+		full) modes="sweep fixed overhead contention storm burst" ;;
+		quick)
+			modes="sweep fixed overhead contention storm burst"
+			CLIENTS="1 8"; DURATION=1; FIXED_CLIENTS="1 10"; REPS=1
+			CONTENTION_CLIENTS=8; GUARD_CLIENTS=8; ROUNDS=1
+			STORM_CLIENTS=8; STORM_RATE=100; STORM_PRE=2; STORM_STALL=1; STORM_POST=2; STORM_HOLD=1
+			BURST_CLIENTS=20; BURST_WINDOW_MS=100; BURST_ROUNDS=1 ;;
+	esac
+	[ -n "$ONLY" ] && modes=$ONLY
 	while [ $# -gt 0 ]; do
 		case $1 in
-			--quick) CLIENTS="1 8"; DURATION=1; FIXED_CLIENTS="1 10"; REPS=1
-				CONTENTION_CLIENTS=8; GUARD_CLIENTS=8; ROUNDS=1 ;;
-			--full) DURATION=30; REPS=3 ;;
+			--report-only) REPORT_ONLY=1 ;;
+			--quick | --full | --*-only) ;;
 			--clients) CLIENTS=$2; shift ;;
 			--duration) DURATION=$2; shift ;;
 			--work) WORK=$2; shift ;;
@@ -141,13 +245,22 @@ parse_args() {
 			--fixed-clients) FIXED_CLIENTS=$2; shift ;;
 			--fixed-work-ms) FIXED_WORK_MS=$2; shift ;;
 			--reps) REPS=$2; shift ;;
-			--sweep-only) DO_FIXED=0; DO_OVERHEAD=0; DO_CONTENTION=0 ;;
-			--fixed-work-only) DO_SWEEP=0; DO_OVERHEAD=0; DO_CONTENTION=0 ;;
-			--overhead-only) DO_SWEEP=0; DO_FIXED=0; DO_CONTENTION=0 ;;
-			--contention-only) DO_SWEEP=0; DO_FIXED=0; DO_OVERHEAD=0 ;;
 			--contention-clients) CONTENTION_CLIENTS=$2; shift ;;
+			--contention-forms) CONTENTION_FORMS=$2; shift ;;
 			--rounds) ROUNDS=$2; shift ;;
-			--report-only) REPORT_ONLY=1 ;;
+			--storm-clients) STORM_CLIENTS=$2; shift ;;
+			--storm-rate) STORM_RATE=$2; shift ;;
+			--storm-phases) read -r STORM_PRE STORM_STALL STORM_POST <<<"$2"; shift ;;
+			--storm-forms) STORM_FORMS=$2; shift ;;
+			--storm-rounds) STORM_ROUNDS=$2; shift ;;
+			--lock-timeout) STORM_LOCK_TIMEOUT=$2; shift ;;
+			--fixed-interval) STORM_FIXED=$2; shift ;;
+			--budget) read -r BUDGET BUDGET_RATIO BUDGET_FLOOR <<<"$2"; shift ;;
+			--burst-clients) BURST_CLIENTS=$2; shift ;;
+			--burst-window) BURST_WINDOW_MS=$2; shift ;;
+			--burst-tick) BURST_TICK_US=$2; shift ;;
+			--burst-forms) BURST_FORMS=$2; shift ;;
+			--burst-rounds) BURST_ROUNDS=$2; shift ;;
 			--max-attempts) MAX_ATTEMPTS=$2; shift ;;
 			--base) BASE=$2; shift ;;
 			--cap) CAP=$2; shift ;;
@@ -160,6 +273,14 @@ parse_args() {
 		esac
 		shift
 	done
+	DO_SWEEP=0; DO_FIXED=0; DO_OVERHEAD=0; DO_CONTENTION=0; DO_STORM=0; DO_BURST=0
+	for arg in $modes; do
+		case $arg in
+			sweep) DO_SWEEP=1 ;; fixed) DO_FIXED=1 ;; overhead) DO_OVERHEAD=1 ;;
+			contention) DO_CONTENTION=1 ;; storm) DO_STORM=1 ;; burst) DO_BURST=1 ;;
+		esac
+	done
+	STORM_TOTAL=$((STORM_PRE + STORM_STALL + STORM_POST))
 	for f in $FORMS; do
 		[[ " $ALL_FORMS " == *" $f "* ]] || die "unknown form '$f'"
 	done
@@ -169,7 +290,8 @@ parse_args() {
 
 # uses_occ: do the selected forms (or the overhead mode) need the extension?
 uses_occ() {
-	[ "$DO_OVERHEAD" = 1 ] || [ "$DO_CONTENTION" = 1 ] || [[ " $FORMS " == *" occ-"* ]]
+	[ "$DO_OVERHEAD" = 1 ] || [ "$DO_CONTENTION" = 1 ] || [ "$DO_STORM" = 1 ] || [ "$DO_BURST" = 1 ] ||
+		{ [ $((DO_SWEEP + DO_FIXED)) -gt 0 ] && [[ " $FORMS " == *" occ-"* ]]; }
 }
 
 # enter_cluster ARGS...: re-run this script inside a throwaway cluster, unless
@@ -200,7 +322,7 @@ prepare_db() {
 	PGOPTIONS="-c client_min_messages=warning" psql -X -q -v ON_ERROR_STOP=1 -f "$PGB/setup.sql"
 	STATS=0
 	if uses_occ; then
-		sql "CREATE EXTENSION IF NOT EXISTS pg_occ" >/dev/null
+		PGOPTIONS="-c client_min_messages=warning" sql "CREATE EXTENSION IF NOT EXISTS pg_occ" >/dev/null
 		if sql "SELECT occ.stats_reset()" >/dev/null 2>&1; then
 			STATS=1
 		else
@@ -264,19 +386,20 @@ report_value() {
 	awk -v pat="$2" 'index($0, pat) == 1 { s = substr($0, length(pat) + 1); sub(/^[^0-9]*/, "", s); sub(/[^0-9.].*$/, "", s); print s; exit }' "$1"
 }
 
-# latency_stats DIR: "p50 p99 max completion" in ms from the pgbench logs
-# of committed transactions (nearest-rank percentiles); completion is from
-# the first start to the last end of any transaction.
+# latency_stats DIR [FILTER]: "p50 p75 p90 p99 max completion" in ms from
+# the pgbench logs of committed transactions (nearest-rank percentiles;
+# FILTER, an awk condition, selects the log lines); completion is from the
+# first start to the last end of any transaction.
 latency_stats() {
 	local pct span
-	pct=$(cat "$1"/log.* | awk '$3 ~ /^[0-9]+$/ { print $3 }' | sort -n |
+	pct=$(cat "$1"/log.* | awk "\$3 ~ /^[0-9]+\$/ && (${2:-1}) { print \$3 }" | sort -n |
 		awk '{ a[NR] = $1 }
 		     function rank(p,  i) { i = int(p * NR); if (i < p * NR) i++; return a[i] / 1000 }
-		     END { if (NR) printf "%.2f %.2f %.2f", rank(0.50), rank(0.99), a[NR] / 1000 }')
+		     END { if (NR) printf "%.2f %.2f %.2f %.2f %.2f", rank(0.50), rank(0.75), rank(0.90), rank(0.99), a[NR] / 1000 }')
 	span=$(cat "$1"/log.* | awk '{ e = $5 * 1000000 + $6; if (e > last) last = e }
 		$3 ~ /^[0-9]+$/ { s = e - $3; if (!n++ || s < first) first = s }
 		END { if (n) printf "%.1f", (last - first) / 1000 }')
-	echo "${pct:-- - -} ${span:--}"
+	echo "${pct:-- - - - -} ${span:--}"
 }
 
 # script_commits FILE N: transactions of the N-th script in a pgbench report
@@ -291,31 +414,49 @@ occ_stats() {
 }
 
 # run_one MODE FORM CLIENTS WORK_MS REP: one pgbench run, checked, one CSV row
+# (storm runs also write their timeline, see storms.sh)
 run_one() {
 	local mode=$1 form=$2 clients=$3 work=$4 rep=$5
 	local dir="$OUT/runs/$mode-$form-c$clients-w$work-r$rep"
-	local length threads before after commits failed retries tps attempts
-	local s_commits s_gave_up p50 p99 max completion per_commit occ_commits="" writer_commits=""
+	local length threads before after commits failed retries tps attempts filter=1 processed
+	local s_commits s_gave_up p50 p75 p90 p99 max completion per_commit occ_commits="" writer_commits=""
 	mkdir -p "$dir"
 	rm -f "$dir"/log.*
-	if [ "$mode" = fixed ]; then length=(-t 1); else length=(-T "$DURATION"); fi
+	case $mode in
+		fixed) length=(-t 1) ;;
+		# burst: each client's first transaction waits for its arrival, the
+		# second is the call (occ_storm.sql)
+		burst) length=(-t 2); filter='$2 == 2' ;;
+		# storm: pgbench's clock starts while it connects, about a second
+		# before the first request; the timeline starts with that request
+		storm) length=(-T $((STORM_TOTAL + 1)) --rate "$STORM_RATE") ;;
+		*) length=(-T "$DURATION") ;;
+	esac
 	threads=$(( clients < $(nproc) ? clients : $(nproc) ))
-	set_form_args "$form" "$work"
+	case $mode in
+		storm | burst) set_open_form_args "$mode" "$form" "$work" "$clients" ;;
+		*) set_form_args "$form" "$work" ;;
+	esac
 
 	sql "VACUUM hot" >/dev/null
 	[ "$STATS" = 1 ] && sql "SELECT occ.stats_reset()" >/dev/null
 	before=$(sql "SELECT sum(v) FROM hot")
+	[ "$mode" = storm ] && storm_begin "$dir" "$clients"
 	PGOPTIONS="$FORM_PGOPTIONS" pgbench -n -c "$clients" -j "$threads" "${length[@]}" -l --log-prefix="$dir/log" \
 		"${FORM_ARGS[@]}" >"$dir/pgbench.out" 2>"$dir/pgbench.err" ||
-		die "pgbench failed ($form, $clients clients), see $dir/pgbench.err: $(tail -3 "$dir/pgbench.err")"
+		die "pgbench failed ($mode $form, $clients clients), see $dir/pgbench.err: $(tail -3 "$dir/pgbench.err")"
+	[ "$mode" = storm ] && storm_end "$dir"
 	after=$(sql "SELECT sum(v) FROM hot")
 
-	commits=$(report_value "$dir/pgbench.out" "number of transactions actually processed:")
+	processed=$(report_value "$dir/pgbench.out" "number of transactions actually processed:")
+	commits=$processed
+	# a burst client's first transaction is its wait for its arrival
+	[ "$mode" = burst ] && commits=$((processed - clients))
 	failed=$(report_value "$dir/pgbench.out" "number of failed transactions:")
 	retries=$(report_value "$dir/pgbench.out" "total number of retries:")
 	tps=$(report_value "$dir/pgbench.out" "tps = ")
 	[ $((after - before)) -eq "$commits" ] ||
-		die "LOST OR DOUBLED UPDATES: $form, $clients clients, work $work ms: rows grew by $((after - before)), pgbench committed $commits"
+		die "LOST OR DOUBLED UPDATES: $mode $form, $clients clients, work $work ms: rows grew by $((after - before)), pgbench committed $commits"
 	if [[ $form == mixed-* ]]; then
 		occ_commits=$(script_commits "$dir/pgbench.out" 1)
 		writer_commits=$(script_commits "$dir/pgbench.out" 2)
@@ -337,17 +478,22 @@ run_one() {
 				# one more give-up per client; commits must match exactly
 				if [ "$s_commits" -ne "$commits" ] || [ "$s_gave_up" -lt "$failed" ] ||
 					[ "$s_gave_up" -gt $((failed + clients)) ]; then
-					die "occ.stats disagrees with pgbench: $form, $clients clients: commits $s_commits vs $commits, gave_up $s_gave_up vs $failed"
+					die "occ.stats disagrees with pgbench: $mode $form, $clients clients: commits $s_commits vs $commits, gave_up $s_gave_up vs $failed"
 				fi
 				failed=$s_gave_up
 			fi ;;
 	esac
 
-	read -r p50 p99 max completion <<<"$(latency_stats "$dir")"
-	[ "$KEEP_LOGS" = 1 ] || rm -f "$dir"/log.*
+	read -r p50 p75 p90 p99 max completion <<<"$(latency_stats "$dir" "$filter")"
+	[ "$mode" = storm ] && storm_timeline "$dir" "$form" "$rep"
+	# the first round's per-client latencies of a burst, for its plot
+	[ "$mode" = burst ] && [ "$rep" = 1 ] &&
+		cat "$dir"/log.* | awk '$2 == 2 && $3 ~ /^[0-9]+$/ { print $3 / 1000 }' | sort -g >"$OUT/runs/burst-$form-lat"
+	[ "$KEEP_LOGS" = 1 ] || rm -f "$dir"/log.* "$dir/events"
 	per_commit=$(awk -v a="$attempts" -v c="$commits" 'BEGIN { if (a != "" && c > 0) printf "%.3f", a / c }')
-	echo "$mode,$form,$clients,$work,$rep,$commits,$failed,$attempts,$per_commit,$tps,$p50,$p99,$max,$completion,$occ_commits,$writer_commits" >>"$CSV"
-	progress "$RUN_NO/$RUN_TOTAL $mode $form clients=$clients work=${work}ms: $commits commits, $(printf "%.0f" "$tps")/s, attempts/commit ${per_commit:-?}, p99 ${p99}ms, give-ups $failed"
+	echo "$mode,$form,$clients,$work,$rep,$commits,$failed,$attempts,$per_commit,$tps,$p50,$p99,$max,$completion,$occ_commits,$writer_commits,$p75,$p90" >>"$CSV"
+	progress "$RUN_NO/$RUN_TOTAL $mode $form clients=$clients work=${work}ms: $commits commits, $(printf "%.0f" "$tps")/s, attempts/commit ${per_commit:-?}, p99 ${p99}ms, give-ups $failed$(
+		[ "$mode" = storm ] && awk -F, -v f="$form" -v r="$rep" '$1 == f && $2 == r { printf ", recovery %s%s", $8, $8 == "never" ? "" : " s" }' "$OUT/storm.csv")"
 	RUN_NO=$((RUN_NO + 1))
 }
 
@@ -358,7 +504,8 @@ count_runs() {
 	nwork=$(wc -w <<<"$WORK"); nfixed=$(wc -w <<<"$FIXED_CLIENTS")
 	echo $(( DO_SWEEP * nforms * nclients * nwork + DO_FIXED * nforms * nfixed * REPS +
 		DO_OVERHEAD * $(wc -w <<<"$OVERHEAD_FORMS") * OVERHEAD_REPS +
-		DO_CONTENTION * ROUNDS * ($(wc -w <<<"$CONTENTION_CLIENTS") * $(wc -w <<<"$CONTENTION_FORMS") + 8) ))
+		DO_CONTENTION * ROUNDS * ($(wc -w <<<"$CONTENTION_CLIENTS") * $(wc -w <<<"$CONTENTION_FORMS") + 8 * DO_GUARDS) +
+		DO_STORM * STORM_ROUNDS * $(wc -w <<<"$STORM_FORMS") + DO_BURST * BURST_ROUNDS * $(wc -w <<<"$BURST_FORMS") ))
 }
 
 # sweep: every work value x client count x form, for DURATION seconds each
@@ -408,6 +555,7 @@ contention() {
 				HOT_PCT=100 run_one contention "$form" "$clients" 1 "$rep"
 			done
 		done
+		[ "$DO_GUARDS" = 1 ] || continue
 		for form in $(in_turn "$rep" occ-backoff occ-queue); do
 			HOT_PCT=0 run_one guard-uniform "$form" "$GUARD_CLIENTS" 1 "$rep"
 		done
@@ -426,7 +574,7 @@ contention() {
 # contention_tables: queue mode's targets and guards, from the medians
 contention_tables() {
 	echo
-	echo "### Queue mode: hot row, 1 ms of work, median of $ROUNDS interleaved ${DURATION}s rounds"
+	echo "### Hot row: $(wc -w <<<"$CONTENTION_CLIENTS" | sed 's/^1$/one client count/; s/^[0-9]*$/& client counts/'), 1 ms of work, median of $ROUNDS interleaved ${DURATION}s rounds"
 	echo
 	echo "Ideal FIFO wait = N clients / X commits/s of the same run. x pessimistic-1rt: the median over rounds of the ratio to pessimistic-1rt in the same round. Targets for the queue forms: commits/s >= 0.97 x pessimistic-1rt, attempts/commit <= 1.2, p99 <= 1.5 x ideal, 0 give-ups."
 	echo
@@ -441,6 +589,7 @@ contention_tables() {
 			if (form[i] ~ /^occ-queue/)
 				verdict = (ratio >= 0.97 && a[i] <= 1.2 && p[i] <= 1.5 * ideal && g[i] == 0) ? "met" : "missed:" (ratio < 0.97 ? " commits" : "") (a[i] > 1.2 ? " attempts" : "") (p[i] > 1.5 * ideal ? " p99" : "") (g[i] > 0 ? " give-ups" : "")
 			printf "| %s | %d | %.0f | %.3f | %.3f | %.0f | %.0f | %.2f | %d | %s |\n", form[i], n[i], x[i], ratio, a[i], p[i], ideal, p[i] / ideal, g[i], verdict } }'
+	[ "$DO_GUARDS" = 1 ] || return 0
 	echo
 	echo "### Queue mode: guard workloads, $GUARD_CLIENTS clients (1 for single), median of $ROUNDS interleaved rounds"
 	echo
@@ -584,11 +733,45 @@ plot for [i=2:$(head -1 "$data" | wc -w)] '$data' using 1:i with linespoints tit
 EOF
 }
 
+# bars MODE WORK_MS CLIENTS TITLE PNG: commits/s, attempts per commit and
+# p99 latency per form (medians), as bars: the contention mode at one client
+# count (the headline)
+bars() {
+	local mode=$1 work=$2 clients=$3 title=$4 png=$5 data
+	data="$OUT/runs/plot-$mode-bars.dat"
+	summarize "$mode" "$work" commits_per_s attempts_per_commit p99_ms |
+		awk -v n="$clients" '$2 == n { print "\"" $1 "\"", $3, $4, $5 }' >"$data"
+	[ -s "$data" ] || return 0
+	gnuplot <<EOF 2>&1 | { grep -v "empty x range" || true; } >&2
+set terminal $TERMINAL size 1200,420 noenhanced
+set output '$OUT/$png'
+set style fill solid 0.6
+set boxwidth 0.6
+set grid ytics
+set xtics rotate by -30
+unset key
+set multiplot layout 1,3 title '$title'
+set title 'commits/s'
+plot '$data' using 0:2:xtic(1) with boxes lc rgb 'steelblue'
+set title 'attempts per commit'
+set logscale y
+plot '$data' using 0:3:xtic(1) with boxes lc rgb 'dark-orange'
+set title 'p99 latency (ms)'
+plot '$data' using 0:4:xtic(1) with boxes lc rgb 'dark-red'
+unset multiplot
+EOF
+}
+
 # report: markdown tables (results.md, stdout) and plots
 report() {
-	local work
+	local work png
+	[ -f "$OUT/storm.csv" ] || DO_STORM=0
+	[ "$DO_STORM" = 1 ] && STORM_RUN_FORMS=$(for f in $STORM_FORMS; do awk -F, -v f="$f" '$1 == f { print f; exit }' "$OUT/storm.csv"; done | xargs)
 	{
 		echo "## pg_occ hot-row benchmark ($(date -u +%Y-%m-%d), $(nproc) cores, isolation $ISO, base $BASE, cap $CAP, max attempts $MAX_ATTEMPTS)"
+		[ "$DO_CONTENTION" = 1 ] && contention_tables
+		[ "$DO_STORM" = 1 ] && storm_table
+		[ "$DO_BURST" = 1 ] && burst_table
 		if [ "$DO_SWEEP" = 1 ]; then
 			for work in $WORK; do
 				markdown_table sweep "$work" "Sweep, work_ms = $work, ${DURATION}s per run" \
@@ -597,7 +780,6 @@ report() {
 			done
 		fi
 		[ "$DO_OVERHEAD" = 1 ] && overhead_table
-		[ "$DO_CONTENTION" = 1 ] && contention_tables
 		if [ "$DO_FIXED" = 1 ]; then
 			markdown_table fixed "$FIXED_WORK_MS" "Fixed work: N clients commit one update each (work_ms = $FIXED_WORK_MS, median of $REPS)" \
 				"attempts completion_ms give-ups" attempts completion_ms give_ups
@@ -614,14 +796,27 @@ report() {
 		done
 	fi
 	if [ "$DO_CONTENTION" = 1 ]; then
-		plot contention 1 p99_ms "p99 latency (ms)" "Queue mode: p99 latency, work_ms=1" "contention-p99.png"
-		plot contention 1 attempts_per_commit "attempts per commit" "Queue mode: attempts per commit, work_ms=1" "contention-attempts.png"
+		if [ "$(wc -w <<<"$CONTENTION_CLIENTS")" = 1 ]; then
+			bars contention 1 "$CONTENTION_CLIENTS" "Hot row: $CONTENTION_CLIENTS clients, 1 ms of work" "hotrow-c$CONTENTION_CLIENTS.png"
+		else
+			plot contention 1 p99_ms "p99 latency (ms)" "Queue mode: p99 latency, work_ms=1" "contention-p99.png"
+			plot contention 1 attempts_per_commit "attempts per commit" "Queue mode: attempts per commit, work_ms=1" "contention-attempts.png"
+		fi
 	fi
+	[ "$DO_STORM" = 1 ] && storm_plot
+	[ "$DO_BURST" = 1 ] && burst_plot
 	if [ "$DO_FIXED" = 1 ]; then
 		plot fixed "$FIXED_WORK_MS" attempts "total attempts (work)" "Fixed work: total attempts" "fixed-work-attempts.png"
 		plot fixed "$FIXED_WORK_MS" completion_ms "time until all done (ms)" "Fixed work: completion time" "fixed-work-completion.png"
 	fi
-	progress "results in $OUT: results.csv results.md $(cd "$OUT" && echo *.png)"
+	{
+		echo
+		echo "Tables: $OUT/results.md (printed above); data: $OUT/results.csv$([ "$DO_STORM" = 1 ] && echo ", $OUT/storm.csv, $OUT/storm-timeline.csv")"
+		echo "Plots:"
+		for png in "$OUT"/*.png; do
+			[ -e "$png" ] && echo "  $png"
+		done
+	} >&2
 }
 
 main() {
@@ -635,10 +830,10 @@ main() {
 	fi
 	enter_cluster "$@"
 	command -v gnuplot >/dev/null || die "gnuplot is missing (apt-get install gnuplot-nox)"
-	rm -rf "$OUT/runs" "$OUT"/*.png
+	rm -rf "$OUT/runs" "$OUT"/*.png "$OUT/storm.csv" "$OUT/storm-timeline.csv"
 	mkdir -p "$OUT/runs"
 	CSV="$OUT/results.csv"
-	echo "mode,form,clients,work_ms,rep,commits,give_ups,attempts,attempts_per_commit,commits_per_s,p50_ms,p99_ms,max_ms,completion_ms,occ_commits,writer_commits" >"$CSV"
+	echo "mode,form,clients,work_ms,rep,commits,give_ups,attempts,attempts_per_commit,commits_per_s,p50_ms,p99_ms,max_ms,completion_ms,occ_commits,writer_commits,p75_ms,p90_ms" >"$CSV"
 	prepare_db
 	RUN_NO=1
 	RUN_TOTAL=$(count_runs)
@@ -646,6 +841,8 @@ main() {
 	[ "$DO_FIXED" = 1 ] && fixed_work
 	[ "$DO_OVERHEAD" = 1 ] && prepare_db && overhead
 	[ "$DO_CONTENTION" = 1 ] && prepare_db && contention
+	[ "$DO_STORM" = 1 ] && prepare_db && storm
+	[ "$DO_BURST" = 1 ] && prepare_db && burst
 	report
 }
 
