@@ -101,6 +101,13 @@ async function main() {
   check('result form: jsonb parsed to an array of objects: [{"balance": 75}]',
         JSON.stringify(r.rows[0].result) === '[{"balance":75}]', r.rows[0].result);
 
+  // the statement of the README's JDBC example, as pgjdbc sends it (typed ? become $n)
+  r = await conn.query('CALL occ.retry($1, result => null, params => row($2::int, $3::numeric))',
+                       ['UPDATE account SET balance = balance - $2 WHERE id = $1 RETURNING balance', 1, '25']);
+  check('the README\'s JDBC statement: [{"balance": 50}]', JSON.stringify(r.rows[0].result) === '[{"balance":50}]',
+        r.rows[0].result);
+  r = await conn.query("CALL occ.retry('UPDATE account SET balance = balance + 25 WHERE id = 1')");
+
   r = await conn.query('CALL occ.retry($1, result => NULL)', ['SELECT id, balance FROM account ORDER BY id']);
   assert.deepStrictEqual(r.rows[0].result, [{ id: 1, balance: 75 }, { id: 2, balance: 0 }]);
   check("result form: a SELECT's rows, in order", true);

@@ -11,7 +11,9 @@
 #   - occ.stats agrees: calls and commits of that body = pgbench's counts;
 #   - what the README says about poolers holds: a SET occ.* and
 #     occ.last_retry() belong to the server connection, so another client
-#     that gets it sees them (through a pool of one connection).
+#     that gets it sees them (through a pool of one connection); psycopg
+#     works through the pool with prepare_threshold=None (its default, named
+#     prepared statements, is only reported: PgBouncer 1.21+ can pool them).
 #
 # Runs in the cluster of test/run.sh's in_cluster (PG* set by pg_virtualenv,
 # as root): starts pgbouncer as the postgres user, with its own
@@ -115,5 +117,38 @@ bpsql -d occ_apps_one -c "SET occ.max_attempts = 3" -c "CALL occ.retry('SELECT 1
 leaked=$(bpsql -d occ_apps_one -c "SELECT current_setting('occ.max_attempts') || ' ' || outcome FROM occ.last_retry()")
 echo "pgbouncer: a new client on the same server connection sees occ.max_attempts and occ.last_retry(): $leaked"
 [ "$leaked" = "3 committed" ] || fail "expected the previous client's SET occ.max_attempts = 3 and its call, got '$leaked'"
+
+# --- a driver through the pool: psycopg ------------------------------------------
+# psycopg prepares a query it has run 5 times (a named prepared statement),
+# which PgBouncer before 1.21 cannot follow from one server connection to
+# the next in transaction pooling; prepare_threshold=None turns that off.
+# Checked: 4 threads x 50 calls without errors; the default is only reported.
+psycopg_through() {
+    /usr/bin/python3 - "$1" "$PORT" "$DB" <<'EOF'
+import sys, threading, psycopg
+threshold = None if sys.argv[1] == "None" else int(sys.argv[1])
+errors = []
+def client():
+    try:
+        with psycopg.connect(host="127.0.0.1", port=sys.argv[2], dbname=sys.argv[3], autocommit=True,
+                             prepare_threshold=threshold) as conn:
+            for _ in range(50):
+                conn.execute("CALL occ.retry(%s, params => row(%s::int), key => 'hot:1')",
+                             ["UPDATE hot SET n = n + 1 WHERE id = $1", 1])
+    except Exception as e:
+        errors.append(f"{type(e).__name__}: {e}")
+threads = [threading.Thread(target=client) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(errors[0] if errors else "ok")
+EOF
+}
+before=$(sql "SELECT n FROM hot WHERE id = 1")
+got=$(psycopg_through None)
+after=$(sql "SELECT n FROM hot WHERE id = 1")
+echo "pgbouncer: psycopg with prepare_threshold=None, 4 threads x 50 calls: $got, row +$((after - before))"
+[ "$got" = ok ] || fail "psycopg through PgBouncer with prepare_threshold=None: $got"
+[ "$((after - before))" -eq 200 ] || fail "psycopg through PgBouncer: row grew by $((after - before)), not 200"
+echo "pgbouncer: psycopg with its default prepare_threshold (5), for information: $(psycopg_through 5)"
 
 echo "pgbouncer: ok"
