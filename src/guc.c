@@ -33,6 +33,7 @@ char	   *occ_retry_sqlstates = NULL;
 bool		occ_log_retries = false;
 bool		occ_track_stats = true;
 int			occ_stats_max = 1000;
+int			occ_max_result_size = 65536;
 
 /* The parsed value of occ.retry_sqlstates (its GUC "extra") */
 const OccSqlstates *occ_retry_sqlstates_parsed = NULL;
@@ -191,6 +192,12 @@ occ_define_gucs(void)
 							 NULL,
 							 &occ_track_stats, true,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
+	/* jsonb holds at most 256 MB (JENTRY_OFFLENMASK bytes) */
+	DefineCustomIntVariable("occ.max_result_size",
+							"Maximum size of the result that occ.retry returns, as JSON text.",
+							"A body whose rows exceed it fails with SQLSTATE 54000 and is rolled back.",
+							&occ_max_result_size, 65536, 1, 262143,
+							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
 	/* sizes shared memory, so it exists only when preloading */
 	if (process_shared_preload_libraries_in_progress)
 		DefineCustomIntVariable("occ.stats_max",
