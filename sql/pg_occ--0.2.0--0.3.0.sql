@@ -1,4 +1,4 @@
-/* pg_occ 0.2.0 -> 0.3.0: the body's result, occ.attempt() */
+/* pg_occ 0.2.0 -> 0.3.0: the body's result, occ.attempt(), the retry budget in occ.stats_info */
 
 \echo Use "ALTER EXTENSION pg_occ UPDATE TO '0.3.0'" to load this file. \quit
 
@@ -52,3 +52,28 @@ LANGUAGE C STABLE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION occ.attempt() IS
 'the number of the attempt running now (1 for the first) in the body of occ.retry; NULL outside occ.retry';
+
+-- occ.stats_info gains the retry budget's columns
+DROP VIEW occ.stats_info;
+DROP FUNCTION occ.stats_info();
+
+CREATE FUNCTION occ.stats_info(
+    OUT dealloc         bigint,
+    OUT stats_reset     timestamp with time zone,
+    OUT budget_tokens   double precision,
+    OUT budget_refusals bigint,
+    OUT last_storm      timestamp with time zone)
+RETURNS record
+AS 'MODULE_PATHNAME', 'occ_stats_info'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION occ.stats_info() IS
+'entries of occ.stats evicted to make room (see occ.stats_max), the time of the last reset, and the server-wide retry budget: tokens left (NULL when occ.retry_budget is 0), retries refused, and when the last storm of refusals began';
+
+CREATE VIEW occ.stats_info AS
+    SELECT * FROM occ.stats_info();
+
+COMMENT ON VIEW occ.stats_info IS
+'entries of occ.stats evicted to make room (see occ.stats_max), the time of the last reset, and the server-wide retry budget: tokens left (NULL when occ.retry_budget is 0), retries refused, and when the last storm of refusals began';
+
+GRANT SELECT ON occ.stats_info TO PUBLIC;

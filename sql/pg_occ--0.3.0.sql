@@ -205,20 +205,23 @@ COMMENT ON VIEW occ.stats IS
 'retry statistics of occ.retry per role, database and transaction text; times in milliseconds; queued counts calls that took the gate of their key (queue mode); attempts_histogram counts calls that took 1, 2, 3-4, 5-8, 9-16 and 17 or more attempts';
 
 CREATE FUNCTION occ.stats_info(
-    OUT dealloc     bigint,
-    OUT stats_reset timestamp with time zone)
+    OUT dealloc         bigint,
+    OUT stats_reset     timestamp with time zone,
+    OUT budget_tokens   double precision,
+    OUT budget_refusals bigint,
+    OUT last_storm      timestamp with time zone)
 RETURNS record
 AS 'MODULE_PATHNAME', 'occ_stats_info'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION occ.stats_info() IS
-'entries of occ.stats evicted to make room (see occ.stats_max) and the time of the last reset';
+'entries of occ.stats evicted to make room (see occ.stats_max), the time of the last reset, and the server-wide retry budget: tokens left (NULL when occ.retry_budget is 0), retries refused, and when the last storm of refusals began';
 
 CREATE VIEW occ.stats_info AS
     SELECT * FROM occ.stats_info();
 
 COMMENT ON VIEW occ.stats_info IS
-'entries of occ.stats evicted to make room (see occ.stats_max) and the time of the last reset';
+'entries of occ.stats evicted to make room (see occ.stats_max), the time of the last reset, and the server-wide retry budget: tokens left (NULL when occ.retry_budget is 0), retries refused, and when the last storm of refusals began';
 
 CREATE FUNCTION occ.stats_reset()
 RETURNS void

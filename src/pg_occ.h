@@ -160,6 +160,9 @@ extern bool occ_log_retries;
 extern bool occ_track_stats;
 extern int	occ_stats_max;
 extern int	occ_max_result_size;
+extern double occ_retry_budget;
+extern double occ_retry_budget_ratio;
+extern double occ_retry_budget_floor;
 extern void occ_define_gucs(void);
 
 /*
@@ -194,6 +197,13 @@ extern int	occ_body_nstmts(const OccBody *body);
 extern struct _SPI_plan *occ_body_plan(OccBody *body, int i);
 extern Oid	occ_body_foreign_target(const OccBody *body);
 extern void occ_body_close(OccBody *body);
+
+/* budget.c */
+extern void occ_budget_init(void);
+extern void occ_budget_deposit(void);
+extern bool occ_budget_withdraw(void);
+extern bool occ_budget_read(double *tokens, int64 *refusals, TimestampTz *storm_began);
+extern void occ_budget_reset(void);
 
 /* result.c */
 extern DestReceiver *occ_result_receiver(MemoryContext cxt);

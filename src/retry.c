@@ -295,10 +295,8 @@ occ_parse_retry_on(FunctionCallInfo fcinfo, int argno, OccRetrySpec *spec)
 
 /*
  * occ_parse_contention: the contention mode (the argument, or
- * occ.contention) and the key.  A key given together with an explicit
- * contention => 'backoff' is a contradiction; with backoff only from the
- * setting it is kept unused, so that applications need not change when an
- * administrator switches modes.
+ * occ.contention) and the key.  Backoff mode uses the key too: a retry that
+ * the server's retry budget refuses waits on its gate.
  */
 static void
 occ_parse_contention(FunctionCallInfo fcinfo, int contention_arg, int key_arg,
@@ -329,11 +327,6 @@ occ_parse_contention(FunctionCallInfo fcinfo, int contention_arg, int key_arg,
 		return;
 	spec->key = text_to_cstring(PG_GETARG_TEXT_PP(key_arg));
 	(void) occ_gate_key_hash(spec->key, "key");
-	if (!no_contention && spec->contention != OCC_CONTENTION_QUEUE)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("key is used only with contention => 'queue'"),
-				 errhint("Drop key, or pass contention => 'queue'.")));
 }
 
 /*
@@ -743,7 +736,7 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 {
 	OccRetrySpec *spec = &call->spec;
 	OccCallResult *result = &call->result;
-	OccGate    *gate = NULL;
+	OccGate    *volatile gate = NULL;	/* set within PG_TRY when refused */
 	OccBody   **body;			/* in callcxt: set within PG_TRY, read in PG_CATCH */
 	MemoryContext outercxt = CurrentMemoryContext;
 	MemoryContext callcxt;
@@ -811,6 +804,7 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 			double		delay;
 			char	   *why = NULL;
 			bool		at_commit;
+			bool		refused;
 			Oid			foreign;
 
 			MemoryContextReset(attemptcxt);
@@ -859,27 +853,53 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 							   occ_plural(result->attempts));
 
 			/*
-			 * Queue mode: instead of sleeping, wait for the gate of the key
-			 * (or, when a gated attempt lost to a caller of another derived
-			 * key, for the gate of the body alone).  The gate is kept across
-			 * the call's further attempts (and taken again if the body
-			 * released it with pg_advisory_unlock_all()).  If the wait
-			 * cannot be had (deadlock, lock table full, lock_timeout), back
-			 * off instead.  A deadlock is a cycle with another transaction,
-			 * not a queue of callers: it backs off too, so that the winner
-			 * can take the locks this attempt released before it runs again.
+			 * The server-wide retry budget (budget.c): a retry takes a
+			 * token.  One that the budget refuses does not run beside the
+			 * others: it waits on the gate of its key below, in backoff
+			 * mode too, so that a storm becomes a queue.  A call that holds
+			 * its gate already has nothing left to wait for: it gives up.
+			 */
+			refused = (why == NULL && !occ_budget_withdraw());
+			if (refused)
+			{
+				if (gate == NULL)
+				{
+					gate = MemoryContextAlloc(callcxt, sizeof(OccGate));
+					occ_gate_prepare(gate, spec->key, spec->sql_hash, spec->nargs,
+									 spec->argtypes, spec->values, spec->nulls);
+				}
+				if (gate->bypassed || occ_gate_still_held(gate))
+					why = psprintf("gave up after %d attempt%s: the server's retry budget is exhausted",
+								   result->attempts, occ_plural(result->attempts));
+			}
+
+			/*
+			 * Queue mode (or a refused retry): instead of sleeping, wait for
+			 * the gate of the key (or, when a gated attempt lost to a caller
+			 * of another derived key, for the gate of the body alone).  The
+			 * gate is kept across the call's further attempts (and taken
+			 * again if the body released it with pg_advisory_unlock_all()).
+			 * If the wait cannot be had (deadlock, lock table full,
+			 * lock_timeout), back off instead, or give up if refused.  A
+			 * deadlock is a cycle with another transaction, not a queue of
+			 * callers: it backs off too (after taking the gate, if refused),
+			 * so that the winner can take the locks this attempt released
+			 * before it runs again.
 			 */
 			if (why == NULL && gate != NULL && !gate->bypassed &&
-				edata->sqlerrcode != ERRCODE_T_R_DEADLOCK_DETECTED &&
+				(refused || edata->sqlerrcode != ERRCODE_T_R_DEADLOCK_DETECTED) &&
 				(!occ_gate_still_held(gate) || occ_gate_escalate(gate)))
 			{
 				if (occ_log_retries)
 					ereport(LOG,
-							(errmsg("occ.retry attempt %d failed with SQLSTATE %s, waiting for the gate",
-									result->attempts, unpack_sql_state(edata->sqlerrcode))));
+							(errmsg("occ.retry attempt %d failed with SQLSTATE %s, waiting for the gate%s",
+									result->attempts, unpack_sql_state(edata->sqlerrcode),
+									refused ? " (the retry budget is exhausted)" : "")));
 				switch (occ_wait_gate(call, gate))
 				{
 					case OCC_GATE_TAKEN:
+						if (edata->sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED)
+							break;
 						FreeErrorData(edata);
 						continue;
 					case OCC_GATE_TIMED_OUT:
@@ -887,6 +907,9 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 									   result->attempts, occ_plural(result->attempts));
 						break;
 					case OCC_GATE_UNAVAILABLE:
+						if (refused)
+							why = psprintf("gave up after %d attempt%s: the server's retry budget is exhausted and the gate of the key cannot be taken",
+										   result->attempts, occ_plural(result->attempts));
 						break;
 				}
 			}
@@ -943,7 +966,8 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 	}
 	PG_END_TRY();
 
-	/* the attempt has committed: pass the gate on */
+	/* the attempt has committed: pass the gate on, pay into the budget */
+	occ_budget_deposit();
 	if (gate != NULL)
 		occ_gate_release(gate);
 	if (*body != NULL)
