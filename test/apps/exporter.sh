@@ -51,9 +51,18 @@ call 6 "CALL occ.retry('SELECT fail_until(6)', contention => 'backoff', base => 
     fail "the call that should give up did not"
 ! sql -c "CALL occ.retry('SELECT 1', max_attempts => 0)" 2>/dev/null || fail "max_attempts => 0 was not refused"
 
-# pg_occ 0.3.0's retry budget: on for the exporter's sessions, so that
-# occ.stats_info shows tokens (NULL, NaN in Prometheus, when it is off)
+# pg_occ 0.3.0's retry budget.  A small storm, in a session of its own (a
+# budget of 1 token that nothing refills, and a body that keeps failing), so
+# that refusals and the storm's start are not 0; then the budget on for the
+# exporter's sessions, so that occ.stats_info shows tokens (NULL, NaN in
+# Prometheus, when it is off).
 if [ -n "$(sql -c "SELECT 1 FROM pg_settings WHERE name = 'occ.retry_budget'")" ]; then
+    sql -c "SELECT setval('executions', 1, false)" \
+        -c "SET occ.retry_budget = 1" -c "SET occ.retry_budget_floor = 0" -c "SET occ.retry_budget_ratio = 0" \
+        -c "CALL occ.retry('SELECT fail_until(1000)', contention => 'backoff', base => '100us', key => 'storm')" \
+        >/dev/null 2>&1 || true
+    [ "$(sql -c "SELECT budget_refusals > 0 AND last_storm IS NOT NULL FROM occ.stats_info")" = t ] ||
+        fail "a budget of 1 token refused no retry: $(sql -c "SELECT * FROM occ.stats_info")"
     sql -c "ALTER DATABASE $DB SET occ.retry_budget = 1000"
 fi
 
