@@ -13,7 +13,7 @@
 #     occ.last_retry() belong to the server connection, so another client
 #     that gets it sees them (through a pool of one connection); psycopg
 #     works through the pool with prepare_threshold=None (its default, named
-#     prepared statements, is only reported: PgBouncer 1.21+ can pool them).
+#     prepared statements, is only reported: PgBouncer 1.24+ pools them).
 #
 # Runs in the cluster of test/run.sh's in_cluster (PG* set by pg_virtualenv,
 # as root): starts pgbouncer as the postgres user, with its own
@@ -120,8 +120,9 @@ echo "pgbouncer: a new client on the same server connection sees occ.max_attempt
 
 # --- a driver through the pool: psycopg ------------------------------------------
 # psycopg prepares a query it has run 5 times (a named prepared statement),
-# which PgBouncer before 1.21 cannot follow from one server connection to
-# the next in transaction pooling; prepare_threshold=None turns that off.
+# which PgBouncer cannot follow from one server connection to the next in
+# transaction pooling before 1.21 (1.24 by default); prepare_threshold=None
+# turns that off.
 # Checked: 4 threads x 50 calls without errors; the default is only reported.
 psycopg_through() {
     /usr/bin/python3 - "$1" "$PORT" "$DB" <<'EOF'
