@@ -108,8 +108,12 @@ SELECT attempts, last_sqlstate, outcome FROM occ.last_retry();
 -- the form without result is not bounded by it
 CALL occ.retry('SELECT g, repeat($$x$$, 100) AS pad FROM generate_series(1, 100) g');
 RESET occ.max_result_size;
+-- out of range (1 kB to 256 MB, jsonb's limit): 22023 (the message's
+-- wording differs between PostgreSQL versions)
+\set VERBOSITY sqlstate
 SET occ.max_result_size = 0;
 SET occ.max_result_size = '1GB';
+\set VERBOSITY terse
 
 -- 6. occ.attempt(): NULL outside a body, also after a call, a give-up and an
 -- error; inside, in what the body calls (functions, triggers)

@@ -22,6 +22,11 @@
  *
  * In queue mode a call whose key is hot takes the gate before its first
  * attempt; the gate is released once the call commits, gives up or fails.
+ * Each retry also draws on the server-wide retry budget (budget.c): one it
+ * refuses waits for the gate, in backoff mode too.
+ *
+ * The forms with INOUT result collect the rows of the last statement that
+ * returns rows (result.c) in each attempt, and return the committed one's.
  *
  * Since PostgreSQL 15 (and 13.8, 14.5), a failing SPI_commit() has already
  * aborted and started a new transaction when it rethrows, so catching its

@@ -14,6 +14,8 @@
  * full, the 5% of entries (at least 10) with the fewest calls are evicted at
  * once, and counted.
  *
+ * occ.stats_info also shows the server-wide retry budget (budget.c).
+ *
  * The session-local record of the last call works without preloading.
  *
  *-------------------------------------------------------------------------
