@@ -24,7 +24,7 @@ command -v "$EXPORTER" >/dev/null ||
 DIR=$(mktemp -d /tmp/occ_exporter.XXXXXX)
 exporter=
 cleanup() {
-    [ -z "$exporter" ] || { kill "$exporter" 2>/dev/null; wait "$exporter" 2>/dev/null || true; }
+    [ -z "$exporter" ] || { kill "$exporter" 2>/dev/null || true; wait "$exporter" 2>/dev/null || true; }
     rm -rf "$DIR"
     dropdb --if-exists "$DB" >/dev/null 2>&1 || true
 }

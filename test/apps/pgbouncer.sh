@@ -33,7 +33,7 @@ command -v pgbouncer >/dev/null || fail "pgbouncer is not installed (Debian pack
 DIR=$(mktemp -d /tmp/occ_pgbouncer.XXXXXX)
 bouncer=
 cleanup() {
-    [ -z "$bouncer" ] || { kill "$bouncer" 2>/dev/null; wait "$bouncer" 2>/dev/null || true; }
+    [ -z "$bouncer" ] || { kill "$bouncer" 2>/dev/null || true; wait "$bouncer" 2>/dev/null || true; }
     rm -rf "$DIR"
     dropdb --if-exists "$DB" >/dev/null 2>&1 || true
 }
