@@ -9,7 +9,7 @@ HEADERS = src/pg_occ.h
 # paths relative to the source directory ($(srcdir), set by PGXS), which
 # differs from the current one in an out-of-tree (VPATH) build
 DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/$(EXTENSION)--*.sql)) sql/$(EXTENSION)--0.1.0.control
-DOCS = sql/prometheus_queries.yaml
+DOCS = sql/pg_occ_prometheus.yaml
 
 # pg_regress: sql/*.sql against expected/*.out; the server must preload pg_occ
 REGRESS = backoff guc retry result budget stats queue upgrade schema memory bodies foreign

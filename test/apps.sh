@@ -6,7 +6,7 @@
 #   - node-postgres (test/apps/node_test.js; the npm package pg, installed
 #     into OCC_NPM_DIR, default /var/cache/pg_occ-npm, outside the tree),
 #   - PgBouncer in transaction pooling (test/apps/pgbouncer.sh),
-#   - prometheus-postgres-exporter with sql/prometheus_queries.yaml
+#   - prometheus-postgres-exporter with sql/pg_occ_prometheus.yaml
 #     (test/apps/exporter.sh).
 # The client tests run in a fresh database each (occ_apps_psycopg,
 # occ_apps_node), dropped after.  The node test needs node and npm: on the

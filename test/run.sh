@@ -21,7 +21,7 @@
 #       bodies; no XX000, no backend lost),
 #     - pg_occ from applications (test/apps.sh): psycopg, node-postgres
 #       (skipped in the roots, which have no node), PgBouncer in transaction
-#       pooling, and prometheus-postgres-exporter with sql/prometheus_queries.yaml,
+#       pooling, and prometheus-postgres-exporter with sql/pg_occ_prometheus.yaml,
 #     - the benchmark's quick mode (test/bench/run.sh --quick), which checks
 #       the pgbench scripts and the lost-update invariant, not speed;
 #   in a cluster that does not preload it, the not_preloaded test; and the

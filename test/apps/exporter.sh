@@ -1,6 +1,6 @@
 #!/bin/bash
 # pg_occ's metrics for Prometheus: prometheus-postgres-exporter (Debian's
-# package) with sql/prometheus_queries.yaml.  Makes a known set of occ.retry
+# package) with sql/pg_occ_prometheus.yaml.  Makes a known set of occ.retry
 # calls in a fresh database (1, 2, 4 and 6 attempts, a give-up, a refused
 # call; the 2-attempt ones in queue mode), starts the exporter on a free port
 # of 127.0.0.1 with the queries file only (--disable-default-metrics), scrapes
@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 DB=occ_apps_exporter
-QUERIES=$PWD/sql/prometheus_queries.yaml
+QUERIES=$PWD/sql/pg_occ_prometheus.yaml
 EXPORTER=${EXPORTER:-prometheus-postgres-exporter}  # or the path of another build
 fail() { echo "exporter: FAIL: $*" >&2; exit 1; }
 sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
@@ -93,5 +93,5 @@ echo "exporter: $("$EXPORTER" --version 2>&1 | head -1) on 127.0.0.1:$PORT with 
 /usr/bin/python3 test/apps/exporter_check.py "$URL" "$DB" ||
     { echo "exporter: its log:" >&2; cat "$DIR/exporter.log" >&2; fail "see above"; }
 # a query of the file that failed shows in the log (and in pg_exporter_last_scrape_error)
-! grep -iE 'err.*(pg_occ|prometheus_queries)' "$DIR/exporter.log" || fail "the exporter logged errors about the queries file"
+! grep -iE 'err.*(pg_occ|pg_occ_prometheus)' "$DIR/exporter.log" || fail "the exporter logged errors about the queries file"
 echo "exporter: ok"
