@@ -105,6 +105,9 @@ CALL occ.retry('INSERT INTO audit VALUES (0, $$too big$$);
 \set VERBOSITY terse
 SELECT count(*) AS too_big_committed FROM audit WHERE note = 'too big';
 SELECT attempts, last_sqlstate, outcome FROM occ.last_retry();
+-- only the last statement that returns rows counts: an earlier one may
+-- exceed the limit
+CALL occ.retry('SELECT repeat($$x$$, 10000) AS big; SELECT 1 AS small', result => NULL);
 -- the form without result is not bounded by it
 CALL occ.retry('SELECT g, repeat($$x$$, 100) AS pad FROM generate_series(1, 100) g');
 RESET occ.max_result_size;
@@ -134,6 +137,11 @@ CALL occ.retry('SELECT result_fail_until(1000)', max_attempts => 2);
 SELECT occ.attempt() AS after_a_give_up;
 CALL occ.retry('SELECT 1 / 0', result => NULL);
 SELECT occ.attempt() AS after_an_error;
+-- occ.retry cannot run inside a body (the body is one transaction)
+\set VERBOSITY default
+CALL occ.retry($$DO 'BEGIN CALL occ.retry(''SELECT 1''); END'$$);
+\set VERBOSITY terse
+SELECT occ.attempt() AS after_a_nested_call;
 -- a body takes a different path on a late attempt
 SELECT setval('result_seq', 1, false);
 CALL occ.retry('SELECT nextval($$result_seq$$);

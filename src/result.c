@@ -24,7 +24,10 @@
  * Everything lives in a memory context that is a child of the attempt's
  * and is deleted with it: a failed attempt's rows are never kept, and a
  * call's memory does not grow with its attempts.  occ.max_result_size
- * bounds the JSON text.
+ * bounds the JSON text, and jsonb bounds the number of rows (an array of
+ * more elements than OCC_RESULT_MAX_ROWS cannot be built in memory).  A
+ * statement whose rows exceed either stops being collected; only if it is
+ * the last one that returns rows is that an error.
  *
  *-------------------------------------------------------------------------
  */
@@ -35,9 +38,16 @@
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
+#include "utils/jsonb.h"
 #include "utils/memutils.h"
 
 #include "pg_occ.h"
+
+/*
+ * Most rows in a result: jsonb builds an array in an array of JsonbValue,
+ * which must fit in one allocation (MaxAllocSize)
+ */
+#define OCC_RESULT_MAX_ROWS ((int64) (MaxAllocSize / sizeof(JsonbValue)) - 1)
 
 /* The receiver: the result of the latest statement that returned rows */
 typedef struct OccResultReceiver
@@ -49,6 +59,8 @@ typedef struct OccResultReceiver
 	TupleDesc	tupdesc;		/* its row type, blessed for row_to_json */
 	StringInfoData json;		/* "[{...},{...}" so far */
 	int64		nrows;
+	int64		nkept;			/* rows in json: all, unless overflowed */
+	bool		overflowed;		/* rows beyond the limits: json dropped */
 	Size		limit;			/* bytes of JSON text, occ.max_result_size */
 } OccResultReceiver;
 
@@ -64,11 +76,13 @@ occ_result_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 
 	if (r->have_rows)
 	{
-		pfree(r->json.data);
+		if (!r->overflowed)
+			pfree(r->json.data);
 		FreeTupleDesc(r->tupdesc);
 	}
 	r->have_rows = true;
-	r->nrows = 0;
+	r->overflowed = false;
+	r->nrows = r->nkept = 0;
 	r->tupdesc = BlessTupleDesc(CreateTupleDescCopy(typeinfo));
 	initStringInfo(&r->json);
 	appendStringInfoChar(&r->json, '[');
@@ -77,34 +91,40 @@ occ_result_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 
 /*
  * occ_result_receive: append one row, as a JSON object, within
- * occ.max_result_size
+ * occ.max_result_size and OCC_RESULT_MAX_ROWS; beyond, drop the rows
+ * collected and only count them
  */
 static bool
 occ_result_receive(TupleTableSlot *slot, DestReceiver *self)
 {
 	OccResultReceiver *r = (OccResultReceiver *) self;
-	MemoryContext old = MemoryContextSwitchTo(r->rowcxt);
+	MemoryContext old;
 	HeapTuple	tuple;
 	text	   *object;
 
+	r->nrows++;
+	if (r->overflowed)
+		return true;
+
+	old = MemoryContextSwitchTo(r->rowcxt);
 	slot_getallattrs(slot);
 	tuple = heap_form_tuple(r->tupdesc, slot->tts_values, slot->tts_isnull);
 	object = DatumGetTextPP(DirectFunctionCall1(row_to_json,
 												HeapTupleGetDatum(tuple)));
-	if (r->json.len + VARSIZE_ANY_EXHDR(object) + 2 > r->limit)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("the result of the occ.retry body exceeds occ.max_result_size (%zu kB)",
-						r->limit / 1024),
-				 errdetail("The statement's first " INT64_FORMAT " rows fill it.", r->nrows),
-				 errhint("Return fewer or smaller rows (LIMIT, an aggregate), raise occ.max_result_size, "
-						 "or call the form of occ.retry without result.")));
-
-	MemoryContextSwitchTo(r->cxt);
-	if (r->nrows > 0)
-		appendStringInfoChar(&r->json, ',');
-	appendBinaryStringInfo(&r->json, VARDATA_ANY(object), VARSIZE_ANY_EXHDR(object));
-	r->nrows++;
+	if (r->json.len + VARSIZE_ANY_EXHDR(object) + 2 > r->limit ||
+		r->nrows > OCC_RESULT_MAX_ROWS)
+	{
+		r->overflowed = true;
+		pfree(r->json.data);
+	}
+	else
+	{
+		MemoryContextSwitchTo(r->cxt);
+		if (r->nkept > 0)
+			appendStringInfoChar(&r->json, ',');
+		appendBinaryStringInfo(&r->json, VARDATA_ANY(object), VARSIZE_ANY_EXHDR(object));
+		r->nkept++;
+	}
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(r->rowcxt);
 	return true;
@@ -148,7 +168,7 @@ occ_result_receiver(MemoryContext cxt)
 /*
  * occ_result_jsonb: set *jsonb to the result, made in the current memory
  * context; false when no statement returned rows (the result is NULL).
- * Call once, when the body has run.
+ * Call once, when the body has run; a result beyond the limits is an error.
  */
 bool
 occ_result_jsonb(DestReceiver *self, Datum *jsonb)
@@ -157,6 +177,23 @@ occ_result_jsonb(DestReceiver *self, Datum *jsonb)
 
 	if (!r->have_rows)
 		return false;
+	if (r->overflowed && r->nrows > OCC_RESULT_MAX_ROWS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the result of the occ.retry body has more than " INT64_FORMAT " rows",
+						OCC_RESULT_MAX_ROWS),
+				 errdetail("Its last statement that returns rows returned " INT64_FORMAT " rows, more than a jsonb array can hold.",
+						   r->nrows),
+				 errhint("Return fewer rows (LIMIT, an aggregate), or call the form of occ.retry without result.")));
+	if (r->overflowed)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the result of the occ.retry body exceeds occ.max_result_size (%zu kB)",
+						r->limit / 1024),
+				 errdetail("Its last statement that returns rows returned " INT64_FORMAT " rows; the first " INT64_FORMAT " fit.",
+						   r->nrows, r->nkept),
+				 errhint("Return fewer or smaller rows (LIMIT, an aggregate), raise occ.max_result_size, "
+						 "or call the form of occ.retry without result.")));
 	appendStringInfoChar(&r->json, ']');
 	*jsonb = DirectFunctionCall1(jsonb_in, CStringGetDatum(r->json.data));
 	return true;

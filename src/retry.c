@@ -554,6 +554,8 @@ occ_run_attempt(const OccRetrySpec *spec, OccBody **body, MemoryContext attemptc
 				*result = DatumGetJsonbP(jsonb);
 			occ_result_free(rows);
 			rows = NULL;
+			/* making a large one takes a while: a cancel must roll it back */
+			CHECK_FOR_INTERRUPTS();
 		}
 
 		ReleaseCurrentSubTransaction();
@@ -759,6 +761,12 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 		spec->sql = text_to_cstring(PG_GETARG_TEXT_PP(ARG_SQL));
 		spec->sql_hash = occ_hash_text(spec->sql);
 	}
+	if (occ_current_attempt > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+				 errmsg("occ.retry cannot run inside the body of occ.retry"),
+				 errdetail("The body is one transaction, which the outer occ.retry commits and retries."),
+				 errhint("Put the statements into the outer body.")));
 	occ_require_nonatomic(fcinfo);
 	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
 		ereport(ERROR,
