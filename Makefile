@@ -3,19 +3,20 @@ EXTENSION = pg_occ
 EXTVERSION = $(shell grep default_version $(srcdir)/$(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
 
 MODULE_big = pg_occ
-OBJS = src/pg_occ.o src/guc.o src/sqlstate.o src/backoff.o src/sleep.o src/gate.o src/plan_cache.o src/retry.o src/stats.o
+OBJS = src/pg_occ.o src/guc.o src/sqlstate.o src/backoff.o src/sleep.o src/gate.o src/plan_cache.o src/result.o src/budget.o src/retry.o src/stats.o
 HEADERS = src/pg_occ.h
 
 # paths relative to the source directory ($(srcdir), set by PGXS), which
 # differs from the current one in an out-of-tree (VPATH) build
 DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/$(EXTENSION)--*.sql)) sql/$(EXTENSION)--0.1.0.control
+DOCS = sql/pg_occ_prometheus.yaml
 
 # pg_regress: sql/*.sql against expected/*.out; the server must preload pg_occ
-REGRESS = backoff guc retry stats queue upgrade schema memory bodies foreign
+REGRESS = backoff guc retry result budget stats queue upgrade schema memory bodies foreign
 REGRESS_OPTS = --inputdir=$(srcdir) --load-extension=$(EXTENSION)
 
 # isolation tester: test/specs/*.spec against test/expected/*.out
-ISOLATION = update_conflict write_skew deadlock give_up queue_order queue_deadlock queue_unlock_all
+ISOLATION = update_conflict result_conflict write_skew deadlock give_up queue_order queue_deadlock queue_unlock_all budget_queue
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --load-extension=$(EXTENSION)
 
 EXTRA_CLEAN = test/results test/output_iso regression.* results

@@ -93,3 +93,28 @@ CREATE TEMP TABLE mem_before AS SELECT mem() AS bytes;
 CALL occ.retry('SELECT g, repeat($$x$$, 100) FROM generate_series(1, 200000) g;
                 SELECT setval($$mem_at_n$$, mem())');
 SELECT (SELECT last_value FROM mem_at_n) - bytes < 8 * 1024 * 1024 AS results_not_kept FROM mem_before;
+
+-- the form with result keeps the rows of one attempt only: 300 attempts that
+-- each collect 2,000 rows (about 250 KB of JSON) before they fail, and the
+-- memory at attempt 300 is the memory at attempt 30; after the call, only
+-- the committed attempt's result remains (the CALL's own row)
+\c
+SET occ.contention = 'backoff';
+CREATE TEMP TABLE mem_before AS SELECT mem() AS bytes;
+SELECT setval('mem_attempt', 1, false);
+DO $do$
+DECLARE
+  r jsonb;
+BEGIN
+  CALL occ.retry('SELECT nextval($$mem_attempt$$);
+    SELECT g, repeat($$x$$, 100) FROM generate_series(1, 2000) g;
+    SELECT CASE currval($$mem_attempt$$) WHEN 30 THEN setval($$mem_at_n$$, mem())
+                                         WHEN 300 THEN setval($$mem_at_10n$$, mem()) END;
+    SELECT 1 / (currval($$mem_attempt$$) / 301)::int AS last',
+    result => r, retry_on => '{22012}', max_attempts => 301, base => '1us', cap => '1us');
+  RAISE NOTICE 'result %', r;
+END $do$;
+SELECT attempts, outcome FROM occ.last_retry();
+SELECT growth < 65536 AS result_flat_in_attempts,
+       mem() - bytes < 1024 * 1024 AS result_freed_after_call
+  FROM mem_before, mem_growth;

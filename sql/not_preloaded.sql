@@ -36,6 +36,20 @@ SELECT attempts, slept, outcome FROM occ.last_retry();
 SELECT v FROM np;
 SELECT count(*) AS gates_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 20291;
 
+-- Without preloading there is no retry budget: occ.retry_budget can be set,
+-- but every retry runs (this one would be refused with 0.5 tokens at most),
+-- and occ.stats_info, which shows the budget, needs preloading
+SET occ.retry_budget = 0.5;
+SET occ.contention = 'backoff';
+CREATE SEQUENCE np_seq;
+CALL occ.retry($$SELECT nextval('np_seq');
+                 DO 'BEGIN IF currval(''np_seq'') < 3 THEN RAISE EXCEPTION USING ERRCODE = ''40001''; END IF; END'$$,
+               base => '1ms');
+SELECT attempts, outcome FROM occ.last_retry();
+SELECT * FROM occ.stats_info;
+RESET occ.contention;
+RESET occ.retry_budget;
+
 -- Without preloading, the occ. prefix is reserved only once the library is
 -- loaded in the session (CREATE EXTENSION, or the first call of one of its
 -- functions): before, a misspelled setting is accepted as a placeholder;

@@ -1,5 +1,6 @@
--- Updating pg_occ from 0.1.0 to 0.2.0 (sql/pg_occ--0.1.0--0.2.0.sql) must
--- give the catalog that a fresh 0.2.0 install gives: the same member
+-- Updating pg_occ from 0.1.0 or 0.2.0 to 0.3.0 (sql/pg_occ--0.1.0--0.2.0.sql,
+-- sql/pg_occ--0.2.0--0.3.0.sql) must give the catalog that a fresh 0.3.0
+-- install gives: the same member
 -- objects, signatures, properties, privileges, comments and view
 -- definitions, with the schema occ owned by the extension.  pg_regress has
 -- created the extension at its default version; this test starts by dropping
@@ -69,7 +70,7 @@ SELECT 'extension ' || e.extname,
   FROM pg_extension e
  WHERE e.extname = 'pg_occ';
 
--- 1. A fresh install of the default version, 0.2.0
+-- 1. A fresh install of the default version, 0.3.0
 DROP EXTENSION pg_occ;
 SELECT count(*) AS schema_occ_left FROM pg_namespace WHERE nspname = 'occ';
 CREATE EXTENSION pg_occ;
@@ -104,7 +105,7 @@ CREATE FUNCTION occ.not_ours() RETURNS int LANGUAGE sql AS 'SELECT 1';
 ALTER EXTENSION pg_occ UPDATE;
 DROP FUNCTION occ.not_ours();
 SELECT extversion, extnamespace::regnamespace AS extnamespace FROM pg_extension WHERE extname = 'pg_occ';
-SELECT extversion = '0.2.0' AS updated_to_0_2_0 FROM pg_extension WHERE extname = 'pg_occ';
+SELECT extversion = '0.3.0' AS updated_to_0_3_0 FROM pg_extension WHERE extname = 'pg_occ';
 SELECT count(*) AS schema_occ_is_member FROM pg_depend
  WHERE classid = 'pg_namespace'::regclass AND objid = 'occ'::regnamespace
    AND refclassid = 'pg_extension'::regclass
@@ -133,6 +134,27 @@ COMMIT;
 SET occ.contention = 'queue';
 SHOW occ.contention;
 RESET occ.contention;
+CALL occ.retry('SELECT occ.attempt() AS attempt', result => NULL);
+CALL occ.retry('SELECT 1 AS one', result => NULL, attempts => NULL, slept => NULL);
+
+-- 3b. Version 0.2.0, updated: the same catalog again, and 0.2.0's forms
+-- of occ.retry keep working on 0.3.0's library until the update
+DROP EXTENSION pg_occ;
+CREATE EXTENSION pg_occ VERSION '0.2.0';
+CALL occ.retry('SELECT 1', attempts => NULL, slept => NULL);
+CALL occ.retry('SELECT 1', contention => 'queue', key => 'k');
+SELECT attempts, outcome FROM occ.last_retry();
+ALTER EXTENSION pg_occ UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'pg_occ';
+DROP TABLE updated;
+CREATE TEMP TABLE updated AS SELECT * FROM occ_catalog;
+\x on
+SELECT 'missing after the update' AS difference, * FROM (TABLE fresh EXCEPT TABLE updated) f
+UNION ALL
+SELECT 'only after the update', * FROM (TABLE updated EXCEPT TABLE fresh) u
+ORDER BY member, difference;
+\x off
+SELECT (SELECT count(*) FROM fresh) AS fresh_members, (SELECT count(*) FROM updated) AS updated_members;
 
 -- 4. DROP EXTENSION removes the schema occ, which the update gave to the
 -- extension

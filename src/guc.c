@@ -33,6 +33,10 @@ char	   *occ_retry_sqlstates = NULL;
 bool		occ_log_retries = false;
 bool		occ_track_stats = true;
 int			occ_stats_max = 1000;
+int			occ_max_result_size = 65536;
+double		occ_retry_budget = 0.0;
+double		occ_retry_budget_ratio = 0.2;
+double		occ_retry_budget_floor = 10.0;
 
 /* The parsed value of occ.retry_sqlstates (its GUC "extra") */
 const OccSqlstates *occ_retry_sqlstates_parsed = NULL;
@@ -190,6 +194,28 @@ occ_define_gucs(void)
 							 "Collects occ.retry statistics (needs shared_preload_libraries).",
 							 NULL,
 							 &occ_track_stats, true,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
+	/* jsonb holds at most 256 MB (JENTRY_OFFLENMASK bytes) */
+	DefineCustomIntVariable("occ.max_result_size",
+							"Maximum size of the result that occ.retry returns, as JSON text.",
+							"A body whose rows exceed it fails with SQLSTATE 54000 and is rolled back.",
+							&occ_max_result_size, 65536, 1, 262143,
+							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
+	/* the budget is server-wide: superusers set it (see budget.c) */
+	DefineCustomRealVariable("occ.retry_budget",
+							 "Capacity of the server-wide retry budget, in retries; 0 disables it.",
+							 "Each retry of occ.retry withdraws a token; when none is left, a retry waits on the gate of its key. Needs shared_preload_libraries.",
+							 &occ_retry_budget, 0.0, 0.0, 1000000000.0,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomRealVariable("occ.retry_budget_ratio",
+							 "Tokens of the retry budget that each commit of occ.retry deposits.",
+							 NULL,
+							 &occ_retry_budget_ratio, 0.2, 0.0, 1000.0,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomRealVariable("occ.retry_budget_floor",
+							 "Tokens of the retry budget deposited per second, a minimum retry rate.",
+							 NULL,
+							 &occ_retry_budget_floor, 10.0, 0.0, 1000000000.0,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
 	/* sizes shared memory, so it exists only when preloading */
 	if (process_shared_preload_libraries_in_progress)

@@ -4,10 +4,11 @@
  *		Module entry point of pg_occ.
  *
  * Loading the library defines the occ.* settings.  Loaded through
- * shared_preload_libraries, it also sets up the shared memory for occ.stats
- * and for the temperature of queue mode's keys; loaded any other way (CREATE
- * EXTENSION, the first call), everything but the statistics works, and
- * queue mode queues a call only after its first failure.
+ * shared_preload_libraries, it also sets up the shared memory for occ.stats,
+ * for the temperature of queue mode's keys and for the retry budget; loaded
+ * any other way (CREATE EXTENSION, the first call), everything but the
+ * statistics and the budget works, and queue mode queues a call only after
+ * its first failure.
  *
  *-------------------------------------------------------------------------
  */
@@ -31,5 +32,6 @@ _PG_init(void)
 	{
 		occ_stats_init();
 		occ_gate_init();
+		occ_budget_init();
 	}
 }

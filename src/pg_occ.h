@@ -7,7 +7,7 @@
  * failures or deadlocks, sleeping a jittered exponential backoff between
  * attempts or queueing on a gate per contention key.  Each .c file has one
  * purpose: GUCs, SQLSTATE lists, backoff math, sleeping, the gate, the
- * retry loop, the plan cache for bodies, and statistics.
+ * retry loop, the plan cache for bodies, the body's result, and statistics.
  *
  * This header is also the one place that deals with PostgreSQL versions:
  * see "PostgreSQL version compatibility" below.
@@ -22,6 +22,7 @@
 #include "fmgr.h"
 #include "nodes/pg_list.h"
 #include "storage/lock.h"
+#include "tcop/dest.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
@@ -158,6 +159,10 @@ extern char *occ_retry_sqlstates;
 extern bool occ_log_retries;
 extern bool occ_track_stats;
 extern int	occ_stats_max;
+extern int	occ_max_result_size;
+extern double occ_retry_budget;
+extern double occ_retry_budget_ratio;
+extern double occ_retry_budget_floor;
 extern void occ_define_gucs(void);
 
 /*
@@ -192,6 +197,18 @@ extern int	occ_body_nstmts(const OccBody *body);
 extern struct _SPI_plan *occ_body_plan(OccBody *body, int i);
 extern Oid	occ_body_foreign_target(const OccBody *body);
 extern void occ_body_close(OccBody *body);
+
+/* budget.c */
+extern void occ_budget_init(void);
+extern void occ_budget_deposit(void);
+extern bool occ_budget_withdraw(void);
+extern bool occ_budget_read(double *tokens, int64 *refusals, TimestampTz *storm_began);
+extern void occ_budget_reset(void);
+
+/* result.c */
+extern DestReceiver *occ_result_receiver(MemoryContext cxt);
+extern bool occ_result_jsonb(DestReceiver *self, Datum *jsonb);
+extern void occ_result_free(DestReceiver *self);
 
 /* gate.c */
 typedef struct OccGate

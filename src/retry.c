@@ -22,6 +22,11 @@
  *
  * In queue mode a call whose key is hot takes the gate before its first
  * attempt; the gate is released once the call commits, gives up or fails.
+ * Each retry also draws on the server-wide retry budget (budget.c): one it
+ * refuses waits for the gate, in backoff mode too.
+ *
+ * The forms with INOUT result collect the rows of the last statement that
+ * returns rows (result.c) in each attempt, and return the committed one's.
  *
  * Since PostgreSQL 15 (and 13.8, 14.5), a failing SPI_commit() has already
  * aborted and started a new transaction when it rethrows, so catching its
@@ -50,6 +55,7 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/guc.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -59,11 +65,16 @@
 #include "pg_occ.h"
 
 PG_FUNCTION_INFO_V1(occ_retry);
+PG_FUNCTION_INFO_V1(occ_attempt);
+
+/* The attempt that is running, for occ.attempt(); 0 outside a body */
+static int	occ_current_attempt = 0;
 
 /*
- * Argument positions of occ.retry, as declared in the SQL script.  The form
- * that reports has INOUT attempts and slept right after sql, shifting the
- * options by OCC_REPORT_SHIFT.
+ * Argument positions of occ.retry, as declared in the SQL script, in the
+ * form without outputs.  The other forms have their INOUT arguments (result;
+ * attempts and slept; or all three) right after sql, shifting the options by
+ * their number.
  */
 enum
 {
@@ -82,7 +93,17 @@ enum
 	OCC_RETRY_NARGS
 };
 
-#define OCC_REPORT_SHIFT 2
+/*
+ * The outputs of the form called: its INOUT arguments, which are the columns
+ * of the row that the CALL returns (-1: the form has no such column)
+ */
+typedef struct OccOutputs
+{
+	TupleDesc	tupdesc;		/* NULL for the form without outputs */
+	int			result;
+	int			attempts;
+	int			slept;
+} OccOutputs;
 
 /* Everything one call needs, checked before the first transaction ends */
 typedef struct OccRetrySpec
@@ -101,6 +122,7 @@ typedef struct OccRetrySpec
 	OccSqlstates *retry_on;
 	OccContention contention;
 	const char *key;			/* contention key given, or NULL */
+	bool		want_result;	/* the form returns the body's result */
 } OccRetrySpec;
 
 /* One call: what it was asked, what has happened so far */
@@ -278,10 +300,8 @@ occ_parse_retry_on(FunctionCallInfo fcinfo, int argno, OccRetrySpec *spec)
 
 /*
  * occ_parse_contention: the contention mode (the argument, or
- * occ.contention) and the key.  A key given together with an explicit
- * contention => 'backoff' is a contradiction; with backoff only from the
- * setting it is kept unused, so that applications need not change when an
- * administrator switches modes.
+ * occ.contention) and the key.  Backoff mode uses the key too: a retry that
+ * the server's retry budget refuses waits on its gate.
  */
 static void
 occ_parse_contention(FunctionCallInfo fcinfo, int contention_arg, int key_arg,
@@ -312,11 +332,6 @@ occ_parse_contention(FunctionCallInfo fcinfo, int contention_arg, int key_arg,
 		return;
 	spec->key = text_to_cstring(PG_GETARG_TEXT_PP(key_arg));
 	(void) occ_gate_key_hash(spec->key, "key");
-	if (!no_contention && spec->contention != OCC_CONTENTION_QUEUE)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("key is used only with contention => 'queue'"),
-				 errhint("Drop key, or pass contention => 'queue'.")));
 }
 
 /*
@@ -387,8 +402,8 @@ occ_param_types(HeapTupleHeader rec, OccRetrySpec *spec)
 
 /*
  * occ_read_spec: read and check every argument but sql, which the caller has
- * read already (NULL when it is NULL); shift is 0, or
- * OCC_REPORT_SHIFT for the form that reports.  Options that are NULL (their
+ * read already (NULL when it is NULL); shift is the number of INOUT
+ * arguments before the options.  Options that are NULL (their
  * default) take the value of their occ.* setting: reading the settings here
  * is much cheaper than default expressions, which every CALL would have to
  * decode and evaluate.
@@ -471,15 +486,20 @@ occ_elapsed_usec(instr_time start)
  * the failed transaction already rolled back and a new one started, and
  * *at_commit telling whether COMMIT failed (rather than a statement).
  * Non-retryable errors are returned too: the caller decides.
+ *
+ * When result is not NULL, the rows of the last statement that returns
+ * rows are collected and, before the commit, made into jsonb in attemptcxt:
+ * *result, left NULL when no statement returned rows.
  */
 static ErrorData *
 occ_run_attempt(const OccRetrySpec *spec, OccBody **body, MemoryContext attemptcxt,
-				bool *at_commit)
+				bool *at_commit, Jsonb **result)
 {
 	ResourceOwner oldowner = CurrentResourceOwner;
 	volatile bool in_subxact = false;
 	volatile bool body_failed = false;
 	ErrorData  *edata = NULL;
+	DestReceiver *volatile rows = NULL;
 
 	/* A new transaction without a snapshot yet: the level can still change */
 	(void) set_config_option("transaction_isolation", spec->isolation,
@@ -489,15 +509,20 @@ occ_run_attempt(const OccRetrySpec *spec, OccBody **body, MemoryContext attemptc
 	BeginInternalSubTransaction(NULL);
 	in_subxact = true;
 	MemoryContextSwitchTo(attemptcxt);
+	if (result != NULL)
+	{
+		*result = NULL;
+		rows = occ_result_receiver(attemptcxt);
+	}
 
 	PG_TRY();
 	{
 		SPIExecuteOptions options;
 
-		/* rows that the statements return are discarded, not collected */
+		/* rows that the statements return are collected, or discarded */
 		memset(&options, 0, sizeof(options));
 		options.params = spec->params;
-		options.dest = None_Receiver;
+		options.dest = rows != NULL ? rows : None_Receiver;
 
 		if (*body == NULL)
 			*body = occ_body_open(spec->sql, spec->sql_hash, spec->nargs, spec->argtypes);
@@ -517,6 +542,20 @@ occ_run_attempt(const OccRetrySpec *spec, OccBody **body, MemoryContext attemptc
 						 errhint("COPY the data into a table first, in a transaction of its own, and use it from the body.")));
 			if (rc < 0)			/* a bad plan or parameters: a bug */
 				elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+		}
+
+		/* the result is made before the commit: if it cannot be, roll back */
+		if (rows != NULL)
+		{
+			Datum		jsonb;
+
+			MemoryContextSwitchTo(attemptcxt);
+			if (occ_result_jsonb(rows, &jsonb))
+				*result = DatumGetJsonbP(jsonb);
+			occ_result_free(rows);
+			rows = NULL;
+			/* making a large one takes a while: a cancel must roll it back */
+			CHECK_FOR_INTERRUPTS();
 		}
 
 		ReleaseCurrentSubTransaction();
@@ -541,6 +580,16 @@ occ_run_attempt(const OccRetrySpec *spec, OccBody **body, MemoryContext attemptc
 		}
 	}
 	PG_END_TRY();
+
+	/* A failed attempt's rows are not kept, not even until the next attempt */
+	if (edata != NULL && result != NULL)
+	{
+		if (rows != NULL)
+			occ_result_free(rows);
+		if (*result != NULL)
+			pfree(*result);
+		*result = NULL;
+	}
 
 	/* A failed COMMIT has already rolled back; a failed statement has not */
 	if (body_failed)
@@ -655,25 +704,56 @@ occ_wait_gate(OccCall *call, OccGate *gate)
 }
 
 /*
+ * occ_outputs: which form was called, from the row type it returns: the
+ * names of its INOUT arguments.  0.1.0's and 0.2.0's declarations have only
+ * the form without outputs and the one with attempts and slept.
+ */
+static void
+occ_outputs(FunctionCallInfo fcinfo, OccOutputs *out)
+{
+	TupleDesc	tupdesc;
+
+	out->tupdesc = NULL;
+	out->result = out->attempts = out->slept = -1;
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		return;
+	out->tupdesc = BlessTupleDesc(tupdesc);
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		const char *name = NameStr(TupleDescAttr(tupdesc, i)->attname);
+
+		if (strcmp(name, "result") == 0)
+			out->result = i;
+		else if (strcmp(name, "attempts") == 0)
+			out->attempts = i;
+		else if (strcmp(name, "slept") == 0)
+			out->slept = i;
+		else
+			elog(ERROR, "unexpected output argument \"%s\" of occ.retry", name);
+	}
+}
+
+/*
  * occ_run_call: everything occ.retry does, from checking where and how it
- * was called to the commit; errors throw.  Returns the procedure's result.
+ * was called to the commit; errors throw.  Returns the procedure's result,
+ * made in the caller's memory context.
  */
 static Datum
 occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 {
 	OccRetrySpec *spec = &call->spec;
 	OccCallResult *result = &call->result;
-	OccGate    *gate = NULL;
+	OccGate    *volatile gate = NULL;	/* set within PG_TRY when refused */
 	OccBody   **body;			/* in callcxt: set within PG_TRY, read in PG_CATCH */
+	MemoryContext outercxt = CurrentMemoryContext;
 	MemoryContext callcxt;
 	MemoryContext attemptcxt;
 	double		prev;
 	int			gated_failures = 0;
-	TupleDesc	tupdesc = NULL;
-	/* the form that reports returns a record, in 0.1.0's declarations too */
-	bool		report = (get_call_result_type(fcinfo, NULL, &tupdesc) == TYPEFUNC_COMPOSITE);
-	Datum		values[2];
-	bool		nulls[2] = {false, false};
+	OccOutputs	outputs;
+	Jsonb	   *rows = NULL;	/* the committed attempt's result */
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
 
 	/* the text first: a call refused below is recorded under it */
 	if (!PG_ARGISNULL(ARG_SQL))
@@ -681,21 +761,27 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 		spec->sql = text_to_cstring(PG_GETARG_TEXT_PP(ARG_SQL));
 		spec->sql_hash = occ_hash_text(spec->sql);
 	}
+	if (occ_current_attempt > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+				 errmsg("occ.retry cannot run inside the body of occ.retry"),
+				 errdetail("The body is one transaction, which the outer occ.retry commits and retries."),
+				 errhint("Put the statements into the outer body.")));
 	occ_require_nonatomic(fcinfo);
 	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 				 errmsg("occ.retry cannot run in a transaction that has already written"),
 				 errhint("COMMIT before CALL occ.retry(...), or move those statements into its body.")));
-	occ_read_spec(fcinfo, report ? OCC_REPORT_SHIFT : 0, spec);
+	occ_outputs(fcinfo, &outputs);
+	occ_read_spec(fcinfo, outputs.tupdesc ? outputs.tupdesc->natts : 0, spec);
+	spec->want_result = (outputs.result >= 0);
 	if (RecoveryInProgress() && strcmp(spec->isolation, "serializable") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("occ.retry cannot run serializable transactions on a hot standby"),
 				 errdetail("PostgreSQL does not support the serializable isolation level during recovery."),
 				 errhint("Pass isolation => 'repeatable read', or set occ.isolation = 'repeatable read' on the standby.")));
-	if (report)
-		tupdesc = BlessTupleDesc(tupdesc);
 
 	prev = spec->backoff.base;
 
@@ -731,12 +817,16 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 			double		delay;
 			char	   *why = NULL;
 			bool		at_commit;
+			bool		refused;
 			Oid			foreign;
 
 			MemoryContextReset(attemptcxt);
 			MemoryContextSwitchTo(attemptcxt);
 			result->attempts++;
-			edata = occ_run_attempt(spec, body, attemptcxt, &at_commit);
+			occ_current_attempt = result->attempts;
+			edata = occ_run_attempt(spec, body, attemptcxt, &at_commit,
+									spec->want_result ? &rows : NULL);
+			occ_current_attempt = 0;
 			if (gate != NULL)
 				occ_gate_observe(gate, edata != NULL);
 			if (edata == NULL)
@@ -776,27 +866,53 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 							   occ_plural(result->attempts));
 
 			/*
-			 * Queue mode: instead of sleeping, wait for the gate of the key
-			 * (or, when a gated attempt lost to a caller of another derived
-			 * key, for the gate of the body alone).  The gate is kept across
-			 * the call's further attempts (and taken again if the body
-			 * released it with pg_advisory_unlock_all()).  If the wait
-			 * cannot be had (deadlock, lock table full, lock_timeout), back
-			 * off instead.  A deadlock is a cycle with another transaction,
-			 * not a queue of callers: it backs off too, so that the winner
-			 * can take the locks this attempt released before it runs again.
+			 * The server-wide retry budget (budget.c): a retry takes a
+			 * token.  One that the budget refuses does not run beside the
+			 * others: it waits on the gate of its key below, in backoff
+			 * mode too, so that a storm becomes a queue.  A call that holds
+			 * its gate already has nothing left to wait for: it gives up.
+			 */
+			refused = (why == NULL && !occ_budget_withdraw());
+			if (refused)
+			{
+				if (gate == NULL)
+				{
+					gate = MemoryContextAlloc(callcxt, sizeof(OccGate));
+					occ_gate_prepare(gate, spec->key, spec->sql_hash, spec->nargs,
+									 spec->argtypes, spec->values, spec->nulls);
+				}
+				if (gate->bypassed || occ_gate_still_held(gate))
+					why = psprintf("gave up after %d attempt%s: the server's retry budget is exhausted",
+								   result->attempts, occ_plural(result->attempts));
+			}
+
+			/*
+			 * Queue mode (or a refused retry): instead of sleeping, wait for
+			 * the gate of the key (or, when a gated attempt lost to a caller
+			 * of another derived key, for the gate of the body alone).  The
+			 * gate is kept across the call's further attempts (and taken
+			 * again if the body released it with pg_advisory_unlock_all()).
+			 * If the wait cannot be had (deadlock, lock table full,
+			 * lock_timeout), back off instead, or give up if refused.  A
+			 * deadlock is a cycle with another transaction, not a queue of
+			 * callers: it backs off too (after taking the gate, if refused),
+			 * so that the winner can take the locks this attempt released
+			 * before it runs again.
 			 */
 			if (why == NULL && gate != NULL && !gate->bypassed &&
-				edata->sqlerrcode != ERRCODE_T_R_DEADLOCK_DETECTED &&
+				(refused || edata->sqlerrcode != ERRCODE_T_R_DEADLOCK_DETECTED) &&
 				(!occ_gate_still_held(gate) || occ_gate_escalate(gate)))
 			{
 				if (occ_log_retries)
 					ereport(LOG,
-							(errmsg("occ.retry attempt %d failed with SQLSTATE %s, waiting for the gate",
-									result->attempts, unpack_sql_state(edata->sqlerrcode))));
+							(errmsg("occ.retry attempt %d failed with SQLSTATE %s, waiting for the gate%s",
+									result->attempts, unpack_sql_state(edata->sqlerrcode),
+									refused ? " (the retry budget is exhausted)" : "")));
 				switch (occ_wait_gate(call, gate))
 				{
 					case OCC_GATE_TAKEN:
+						if (edata->sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED)
+							break;
 						FreeErrorData(edata);
 						continue;
 					case OCC_GATE_TIMED_OUT:
@@ -804,6 +920,9 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 									   result->attempts, occ_plural(result->attempts));
 						break;
 					case OCC_GATE_UNAVAILABLE:
+						if (refused)
+							why = psprintf("gave up after %d attempt%s: the server's retry budget is exhausted and the gate of the key cannot be taken",
+										   result->attempts, occ_plural(result->attempts));
 						break;
 				}
 			}
@@ -851,6 +970,7 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 	}
 	PG_CATCH();
 	{
+		occ_current_attempt = 0;
 		if (gate != NULL)
 			occ_gate_release(gate);
 		if (*body != NULL)
@@ -859,19 +979,35 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 	}
 	PG_END_TRY();
 
-	/* the attempt has committed: pass the gate on */
+	/* the attempt has committed: pass the gate on, pay into the budget */
+	occ_budget_deposit();
 	if (gate != NULL)
 		occ_gate_release(gate);
 	if (*body != NULL)
 		occ_body_close(*body);
 	occ_account(call);
+
+	/* the row the CALL returns, in the caller's memory (SPI's goes away) */
+	if (outputs.tupdesc != NULL)
+	{
+		MemoryContextSwitchTo(outercxt);
+		if (outputs.result >= 0)
+		{
+			nulls[outputs.result] = (rows == NULL);
+			if (rows != NULL)
+				values[outputs.result] = PointerGetDatum(pg_detoast_datum_copy((struct varlena *) rows));
+		}
+		if (outputs.attempts >= 0)
+			values[outputs.attempts] = Int32GetDatum(result->attempts);
+		if (outputs.slept >= 0)
+			values[outputs.slept] =
+				PointerGetDatum(occ_usec_to_interval(rint(result->sleep_ms * 1000.0)));
+	}
 	SPI_finish();
 
-	if (!report)
+	if (outputs.tupdesc == NULL)
 		return (Datum) 0;
-	values[0] = Int32GetDatum(result->attempts);
-	values[1] = PointerGetDatum(occ_usec_to_interval(rint(result->sleep_ms * 1000.0)));
-	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+	return HeapTupleGetDatum(heap_form_tuple(outputs.tupdesc, values, nulls));
 }
 
 /*
@@ -914,4 +1050,16 @@ occ_retry(PG_FUNCTION_ARGS)
 	PG_END_TRY();
 
 	PG_RETURN_DATUM(retval);
+}
+
+/*
+ * occ_attempt: occ.attempt(), the number of the attempt running now (1 for
+ * the first) in the body of occ.retry and what it calls; NULL outside.
+ */
+Datum
+occ_attempt(PG_FUNCTION_ARGS)
+{
+	if (occ_current_attempt == 0)
+		PG_RETURN_NULL();
+	PG_RETURN_INT32(occ_current_attempt);
 }

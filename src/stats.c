@@ -14,6 +14,8 @@
  * full, the 5% of entries (at least 10) with the fewest calls are evicted at
  * once, and counted.
  *
+ * occ.stats_info also shows the server-wide retry budget (budget.c).
+ *
  * The session-local record of the last call works without preloading.
  *
  *-------------------------------------------------------------------------
@@ -400,16 +402,30 @@ Datum
 occ_stats_info(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[2];
-	bool		nulls[2] = {false, false};
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+	double		tokens;
+	int64		refusals;
+	TimestampTz storm_began;
 
 	occ_require_shared();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	/* 0.1.0 and 0.2.0 declare only dealloc and stats_reset */
+	if (tupdesc->natts != 5 && tupdesc->natts != 2)
+		elog(ERROR, "occ.stats_info() declares %d columns, not 5", tupdesc->natts);
 	SpinLockAcquire(&occ_shared->mutex);
 	values[0] = Int64GetDatum(occ_shared->dealloc);
 	values[1] = TimestampTzGetDatum(occ_shared->stats_reset);
 	SpinLockRelease(&occ_shared->mutex);
+
+	/* the retry budget: its tokens (NULL when it is off), refusals, storms */
+	(void) occ_budget_read(&tokens, &refusals, &storm_began);
+	values[2] = Float8GetDatum(tokens);
+	nulls[2] = (occ_retry_budget <= 0);
+	values[3] = Int64GetDatum(refusals);
+	values[4] = TimestampTzGetDatum(storm_began);
+	nulls[4] = (storm_began == 0);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
@@ -430,6 +446,7 @@ occ_stats_reset(PG_FUNCTION_ARGS)
 	occ_shared->stats_reset = GetCurrentTimestamp();
 	SpinLockRelease(&occ_shared->mutex);
 	LWLockRelease(occ_shared->lock);
+	occ_budget_reset();
 	PG_RETURN_VOID();
 }
 

@@ -19,6 +19,9 @@
 #       occ.retry on a hot standby of the cluster (test/standby.sh), and the
 #       adversarial check (test/fuzz.sh: random and hostile arguments and
 #       bodies; no XX000, no backend lost),
+#     - pg_occ from applications (test/apps.sh): psycopg, node-postgres
+#       (skipped in the roots, which have no node), PgBouncer in transaction
+#       pooling, and prometheus-postgres-exporter with sql/pg_occ_prometheus.yaml,
 #     - the benchmark's quick mode (test/bench/run.sh --quick), which checks
 #       the pgbench scripts and the lost-update invariant, not speed;
 #   in a cluster that does not preload it, the not_preloaded test; and the
@@ -68,6 +71,7 @@ in_cluster() {
     test/interrupt_queue.sh
     test/standby.sh
     test/fuzz.sh
+    test/apps.sh
     test/bench/run.sh --quick --existing --out "$(mktemp -d)"
 }
 

@@ -24,11 +24,18 @@ while [ $# -gt 0 ]; do
 done
 
 PACKAGES="postgresql-$pg postgresql-server-dev-$pg postgresql-$pg-pgtap libtap-parser-sourcehandler-pgtap-perl gnuplot-nox make gcc perl procps"
+# test/apps.sh: a real client, a pooler and a metrics exporter
+PACKAGES="$PACKAGES python3-psycopg pgbouncer prometheus-postgres-exporter"
 
 case $install in
     print) echo "$PACKAGES"; exit ;;
     yes)
         missing=$(for p in $PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
+        # test/apps.sh's node-postgres test needs node and npm; any will do
+        # (not in --print-packages: Debian's npm would add some 450 packages
+        # to test/run.sh's roots, where that test is skipped)
+        command -v node >/dev/null || missing="$missing nodejs"
+        command -v npm >/dev/null || missing="$missing npm"
         if [ -n "$missing" ]; then
             apt-get update -qq
             # shellcheck disable=SC2086

@@ -1,21 +1,21 @@
 -- pg_occ API surface, part 1: the extension, its schema, functions,
 -- procedures and views, with exact signatures, and their comments.
--- Checks version 0.2.0, as a fresh install makes it (sql/upgrade.sql checks
--- that an update from 0.1.0 makes the same catalog).
+-- Checks version 0.3.0, as a fresh install makes it (sql/upgrade.sql checks
+-- that an update from 0.1.0 or 0.2.0 makes the same catalog).
 -- Runs in one transaction that is rolled back, so it leaves nothing behind.
 \ir begin.psql
 
-SELECT plan(172);
+SELECT plan(221);
 
 ------------------------------------------------------------------------
--- The extension: version 0.2.0, not relocatable, untrusted; the extension
+-- The extension: version 0.3.0, not relocatable, untrusted; the extension
 -- itself lives in pg_catalog, and the schema occ is one of its members
 ------------------------------------------------------------------------
 SELECT has_extension('pg_catalog', 'pg_occ', 'extension pg_occ is installed, in schema pg_catalog');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'), '0.2.0',
-          'pg_occ is at version 0.2.0');
-SELECT is((SELECT default_version FROM pg_available_extensions WHERE name = 'pg_occ'), '0.2.0',
-          'the default version of pg_occ is 0.2.0');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'), '0.3.0',
+          'pg_occ is at version 0.3.0');
+SELECT is((SELECT default_version FROM pg_available_extensions WHERE name = 'pg_occ'), '0.3.0',
+          'the default version of pg_occ is 0.3.0');
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'pg_occ'), false,
           'pg_occ is not relocatable');
 SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_occ'), 'pg_catalog',
@@ -23,9 +23,15 @@ SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extna
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
-        WHERE name = 'pg_occ' AND version = '0.2.0' $$,
+        WHERE name = 'pg_occ' AND version = '0.3.0' $$,
     $$ VALUES (false, true, true, false, true) $$,
     'control file: not relocatable, schema pg_catalog, superuser only, not trusted, no requirements');
+SELECT results_eq(
+    $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
+         FROM pg_available_extension_versions
+        WHERE name = 'pg_occ' AND version = '0.2.0' $$,
+    $$ VALUES (false, true, true, false, true) $$,
+    '0.2.0 is still available, with the same control settings, so it can be installed and updated');
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'occ' AS schema_is_occ, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
@@ -34,6 +40,14 @@ SELECT results_eq(
     'secondary control file: 0.1.0 still installs into schema occ, so it can be installed and updated');
 SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.1.0' AND target = '0.2.0'),
           '0.1.0--0.2.0', 'pg_occ updates from 0.1.0 to 0.2.0 in one step');
+SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.2.0' AND target = '0.3.0'),
+          '0.2.0--0.3.0', 'pg_occ updates from 0.2.0 to 0.3.0 in one step');
+SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.1.0' AND target = '0.3.0'),
+          '0.1.0--0.2.0--0.3.0', 'pg_occ updates from 0.1.0 to 0.3.0 through 0.2.0');
+SELECT set_eq(
+    $$ SELECT source || '--' || target FROM pg_extension_update_paths('pg_occ') WHERE path IS NOT NULL $$,
+    ARRAY['0.1.0--0.2.0', '0.1.0--0.3.0', '0.2.0--0.3.0'],
+    'pg_occ updates only forward: 0.1.0 to 0.2.0 and 0.3.0, 0.2.0 to 0.3.0');
 SELECT throws_ok('ALTER EXTENSION pg_occ SET SCHEMA public', '0A000',
                  'extension "pg_occ" does not support SET SCHEMA',
                  'ALTER EXTENSION pg_occ SET SCHEMA is refused');
@@ -53,10 +67,10 @@ SELECT is((SELECT nspowner FROM pg_namespace WHERE nspname = 'occ'),
           (SELECT extowner FROM pg_extension WHERE extname = 'pg_occ'),
           'schema occ belongs to the owner of the extension');
 SELECT functions_are('occ',
-    ARRAY['backoff', 'setseed', 'retry', 'gate', 'last_retry', 'stats', 'stats_info', 'stats_reset'],
+    ARRAY['backoff', 'setseed', 'retry', 'attempt', 'gate', 'last_retry', 'stats', 'stats_info', 'stats_reset'],
     'schema occ has exactly the documented functions and procedures');
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace), 9,
-          'schema occ has 9 routines (occ.retry has two forms)');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace), 12,
+          'schema occ has 12 routines (occ.retry has four forms)');
 SELECT views_are('occ', ARRAY['stats', 'stats_info'], 'schema occ has exactly the views stats and stats_info');
 SELECT tables_are('occ', ARRAY[]::name[], 'schema occ has no tables');
 SELECT is((SELECT count(*)::int FROM pg_class
@@ -82,15 +96,18 @@ SELECT results_eq(
           AND NOT (classid = 'pg_type'::regclass AND objid IN (SELECT oid FROM pg_type WHERE typrelid <> 0
                                                                UNION ALL SELECT typarray FROM pg_type WHERE typrelid <> 0))
         ORDER BY pg_describe_object(classid, objid, objsubid) COLLATE "C" $$,
-    $$ VALUES ('function occ.backoff(integer,interval,interval,text,double precision,interval,double precision)'),
+    $$ VALUES ('function occ.attempt()'),
+              ('function occ.backoff(integer,interval,interval,text,double precision,interval,double precision)'),
               ('function occ.gate(text)'), ('function occ.last_retry()'),
               -- PostgreSQL 15 describes procedures as functions too
               ('function occ.retry(text,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,text)'),
+              ('function occ.retry(text,jsonb,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,text)'),
+              ('function occ.retry(text,jsonb,record,integer,interval,interval,text,double precision,interval,text,text[],text,text)'),
               ('function occ.retry(text,record,integer,interval,interval,text,double precision,interval,text,text[],text,text)'),
               ('function occ.setseed(double precision)'), ('function occ.stats(boolean)'),
               ('function occ.stats_info()'), ('function occ.stats_reset()'),
               ('schema occ'), ('view occ.stats'), ('view occ.stats_info') $$,
-    'the members of pg_occ are exactly the schema occ, its 9 routines and its 2 views');
+    'the members of pg_occ are exactly the schema occ, its 12 routines and its 2 views');
 
 ------------------------------------------------------------------------
 -- occ.backoff(attempt, base, cap, jitter, factor, prev, draw) -> interval
@@ -193,8 +210,90 @@ SELECT is((SELECT proargmodes::text FROM pg_proc
 SELECT is((SELECT pronargdefaults::int FROM pg_proc
             WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
           11, 'occ.retry (form 2): sql, attempts and slept are required, the rest have defaults');
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace AND proname = 'retry' AND prokind = 'p'), 2,
-          'occ.retry has exactly two forms, both procedures');
+
+------------------------------------------------------------------------
+-- occ.retry, form 3: CALL occ.retry(sql, result => r, ...)
+------------------------------------------------------------------------
+SELECT has_function('occ', 'retry',
+    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text) exists');
+SELECT is_procedure('occ', 'retry',
+    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    'occ.retry (form 3) is a procedure');
+SELECT isnt_strict('occ', 'retry',
+    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    'occ.retry (form 3) is not strict (result is passed as NULL)');
+SELECT function_lang_is('occ', 'retry',
+    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    'c', 'occ.retry (form 3) is written in C');
+SELECT is((SELECT proargnames FROM pg_proc
+            WHERE oid = 'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+          ARRAY['sql', 'result', 'params', 'max_attempts', 'base', 'cap', 'jitter', 'factor', 'max_duration', 'isolation',
+                'retry_on', 'contention', 'key'],
+          'occ.retry (form 3) argument names');
+SELECT is((SELECT proargmodes::text FROM pg_proc
+            WHERE oid = 'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+          '{i,b,i,i,i,i,i,i,i,i,i,i,i}', 'occ.retry (form 3): result is INOUT, the rest IN');
+SELECT is((SELECT pronargdefaults::int FROM pg_proc
+            WHERE oid = 'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+          11, 'occ.retry (form 3): sql and result are required, the rest have defaults');
+
+------------------------------------------------------------------------
+-- occ.retry, form 4: CALL occ.retry(sql, result => r, attempts => a, slept => s, ...)
+------------------------------------------------------------------------
+SELECT has_function('occ', 'retry',
+    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text) exists');
+SELECT is_procedure('occ', 'retry',
+    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    'occ.retry (form 4) is a procedure');
+SELECT isnt_strict('occ', 'retry',
+    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    'occ.retry (form 4) is not strict');
+SELECT function_lang_is('occ', 'retry',
+    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    'c', 'occ.retry (form 4) is written in C');
+SELECT is((SELECT proargnames FROM pg_proc
+            WHERE oid = 'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+          ARRAY['sql', 'result', 'attempts', 'slept', 'params', 'max_attempts', 'base', 'cap', 'jitter', 'factor', 'max_duration',
+                'isolation', 'retry_on', 'contention', 'key'],
+          'occ.retry (form 4) argument names');
+SELECT is((SELECT proargmodes::text FROM pg_proc
+            WHERE oid = 'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+          '{i,b,b,b,i,i,i,i,i,i,i,i,i,i,i}', 'occ.retry (form 4): result, attempts and slept are INOUT, the rest IN');
+SELECT is((SELECT pronargdefaults::int FROM pg_proc
+            WHERE oid = 'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+          11, 'occ.retry (form 4): sql, result, attempts and slept are required, the rest have defaults');
+
+------------------------------------------------------------------------
+-- The four forms together: one entry point, the same options
+------------------------------------------------------------------------
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace AND proname = 'retry' AND prokind = 'p'), 4,
+          'occ.retry has exactly four forms, all procedures');
+SELECT is((SELECT count(DISTINCT prosrc)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace AND proname = 'retry'), 1,
+          'the four forms of occ.retry share one C entry point');
+SELECT is((SELECT count(DISTINCT proargnames[pronargs - 10:pronargs])::int
+             FROM pg_proc WHERE pronamespace = 'occ'::regnamespace AND proname = 'retry'), 1,
+          'the four forms of occ.retry end with the same 11 options, in the same order');
+
+------------------------------------------------------------------------
+-- occ.attempt() -> integer
+------------------------------------------------------------------------
+SELECT has_function('occ', 'attempt', ARRAY[]::name[], 'occ.attempt() exists');
+SELECT is_normal_function('occ', 'attempt', ARRAY[]::name[], 'occ.attempt is a function');
+SELECT function_returns('occ', 'attempt', ARRAY[]::name[], 'integer', 'occ.attempt returns integer');
+SELECT volatility_is('occ', 'attempt', ARRAY[]::name[], 'stable', 'occ.attempt is stable');
+SELECT isnt_strict('occ', 'attempt', ARRAY[]::name[], 'occ.attempt is not declared strict');
+SELECT function_lang_is('occ', 'attempt', ARRAY[]::name[], 'c', 'occ.attempt is written in C');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.attempt()'::regprocedure),
+          'r', 'occ.attempt is parallel restricted');
+SELECT is((SELECT proretset FROM pg_proc WHERE oid = 'occ.attempt()'::regprocedure),
+          false, 'occ.attempt does not return a set');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace AND proname = 'attempt'), 1,
+          'occ.attempt has no overloads');
+SELECT is(occ.attempt(), NULL::int, 'occ.attempt() is NULL outside the body of occ.retry');
+SELECT is((SELECT occ.attempt() FROM generate_series(1, 3) LIMIT 1), NULL::int,
+          'occ.attempt() is NULL in a query outside the body of occ.retry');
 
 ------------------------------------------------------------------------
 -- occ.gate(key text) -> void
@@ -258,7 +357,7 @@ SELECT is((SELECT proargnames[17:19] FROM pg_proc WHERE oid = 'occ.stats(boolean
           'occ.stats outputs queued, total_wait_time and max_wait_time right after mean_sleep_time');
 
 ------------------------------------------------------------------------
--- occ.stats_info() -> (dealloc, stats_reset)
+-- occ.stats_info() -> (dealloc, stats_reset, budget_tokens, budget_refusals, last_storm)
 ------------------------------------------------------------------------
 SELECT has_function('occ', 'stats_info', ARRAY[]::name[], 'occ.stats_info() exists');
 SELECT is_normal_function('occ', 'stats_info', ARRAY[]::name[], 'occ.stats_info is a function');
@@ -270,6 +369,14 @@ SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.stats_info()'::regpr
           's', 'occ.stats_info is parallel safe');
 SELECT is((SELECT proretset FROM pg_proc WHERE oid = 'occ.stats_info()'::regprocedure),
           false, 'occ.stats_info returns one row, not a set');
+SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.stats_info()'::regprocedure),
+          ARRAY['dealloc', 'stats_reset', 'budget_tokens', 'budget_refusals', 'last_storm'],
+          'occ.stats_info output names');
+SELECT is((SELECT proallargtypes::regtype[]::text[] FROM pg_proc WHERE oid = 'occ.stats_info()'::regprocedure),
+          ARRAY['bigint', 'timestamp with time zone', 'double precision', 'bigint', 'timestamp with time zone'],
+          'occ.stats_info output types');
+SELECT is((SELECT proargmodes::text FROM pg_proc WHERE oid = 'occ.stats_info()'::regprocedure),
+          '{o,o,o,o,o}', 'occ.stats_info has only OUT arguments');
 
 ------------------------------------------------------------------------
 -- occ.stats_reset() -> void
@@ -357,17 +464,51 @@ SELECT col_type_is('occ', 'stats', 'attempts_histogram',     'bigint[]',        
 SELECT lives_ok('SELECT * FROM occ.stats', 'occ.stats can be read (pg_occ is preloaded)');
 
 ------------------------------------------------------------------------
--- The view occ.stats_info: dealloc, stats_reset
+-- The view occ.stats_info: dealloc, stats_reset, and the retry budget's
+-- budget_tokens, budget_refusals, last_storm
 ------------------------------------------------------------------------
 SELECT has_view('occ', 'stats_info', 'view occ.stats_info exists');
-SELECT columns_are('occ', 'stats_info', ARRAY['dealloc', 'stats_reset'],
-                   'occ.stats_info has exactly the columns dealloc and stats_reset');
+SELECT columns_are('occ', 'stats_info', ARRAY['dealloc', 'stats_reset', 'budget_tokens', 'budget_refusals', 'last_storm'],
+                   'occ.stats_info has exactly the columns dealloc, stats_reset, budget_tokens, budget_refusals, last_storm');
+SELECT results_eq(
+    $$ SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod)
+         FROM pg_attribute
+        WHERE attrelid = 'occ.stats_info'::regclass AND attnum > 0 AND NOT attisdropped
+        ORDER BY attnum $$,
+    $$ VALUES ('dealloc', 'bigint'), ('stats_reset', 'timestamp with time zone'),
+              ('budget_tokens', 'double precision'), ('budget_refusals', 'bigint'),
+              ('last_storm', 'timestamp with time zone') $$,
+    'occ.stats_info has exactly these 5 columns, in this order');
 SELECT has_column('occ', 'stats_info', 'dealloc', 'occ.stats_info has column dealloc');
 SELECT col_type_is('occ', 'stats_info', 'dealloc', 'bigint', 'occ.stats_info.dealloc is bigint');
 SELECT has_column('occ', 'stats_info', 'stats_reset', 'occ.stats_info has column stats_reset');
 SELECT col_type_is('occ', 'stats_info', 'stats_reset', 'timestamp with time zone',
                    'occ.stats_info.stats_reset is timestamp with time zone');
+SELECT has_column('occ', 'stats_info', 'budget_tokens', 'occ.stats_info has column budget_tokens');
+SELECT col_type_is('occ', 'stats_info', 'budget_tokens', 'double precision',
+                   'occ.stats_info.budget_tokens is double precision');
+SELECT has_column('occ', 'stats_info', 'budget_refusals', 'occ.stats_info has column budget_refusals');
+SELECT col_type_is('occ', 'stats_info', 'budget_refusals', 'bigint', 'occ.stats_info.budget_refusals is bigint');
+SELECT has_column('occ', 'stats_info', 'last_storm', 'occ.stats_info has column last_storm');
+SELECT col_type_is('occ', 'stats_info', 'last_storm', 'timestamp with time zone',
+                   'occ.stats_info.last_storm is timestamp with time zone');
 SELECT is((SELECT count(*)::int FROM occ.stats_info), 1, 'occ.stats_info has exactly one row');
+-- the budget's columns: tokens NULL while the budget is off (0, the default),
+-- a number when it is on; refusals counted; a storm not in the future.  The
+-- capacity 1e9 caps nothing and the floor 0 deposits nothing, so reading
+-- the shared bucket here leaves its tokens as they are
+SET LOCAL occ.retry_budget = 0;
+SELECT is((SELECT budget_tokens FROM occ.stats_info), NULL::float8,
+          'occ.stats_info.budget_tokens is NULL while occ.retry_budget is 0 (off)');
+SET LOCAL occ.retry_budget = 1e9;
+SET LOCAL occ.retry_budget_floor = 0;
+SELECT ok((SELECT budget_tokens >= 0 FROM occ.stats_info),
+          'occ.stats_info.budget_tokens is a number, at least 0, while occ.retry_budget is on');
+RESET occ.retry_budget;
+RESET occ.retry_budget_floor;
+SELECT ok((SELECT budget_refusals >= 0 FROM occ.stats_info), 'occ.stats_info.budget_refusals is a count, not NULL');
+SELECT ok((SELECT last_storm IS NULL OR last_storm <= clock_timestamp() FROM occ.stats_info),
+          'occ.stats_info.last_storm is NULL or in the past');
 
 ------------------------------------------------------------------------
 -- Every object has a comment
@@ -383,6 +524,15 @@ SELECT ok(length(obj_description('occ.retry(text, record, integer, interval, int
           'occ.retry (form 1) has a comment');
 SELECT ok(length(obj_description('occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure, 'pg_proc')) > 0,
           'occ.retry (form 2) has a comment');
+SELECT ok(length(obj_description('occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure, 'pg_proc')) > 0,
+          'occ.retry (form 3) has a comment');
+SELECT ok(length(obj_description('occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure, 'pg_proc')) > 0,
+          'occ.retry (form 4) has a comment');
+SELECT is((SELECT count(DISTINCT obj_description(oid, 'pg_proc'))::int FROM pg_proc
+            WHERE pronamespace = 'occ'::regnamespace AND proname = 'retry'), 4,
+          'each form of occ.retry has a comment of its own');
+SELECT ok(length(obj_description('occ.attempt()'::regprocedure, 'pg_proc')) > 0,
+          'occ.attempt has a comment');
 SELECT ok(length(obj_description('occ.gate(text)'::regprocedure, 'pg_proc')) > 0,
           'occ.gate has a comment');
 SELECT ok(length(obj_description('occ.last_retry()'::regprocedure, 'pg_proc')) > 0,

@@ -5,7 +5,7 @@
 -- value is not checked, only its built-in default.
 \ir begin.psql
 
-SELECT plan(53);
+SELECT plan(87);
 
 ------------------------------------------------------------------------
 -- Exactly the documented parameters exist
@@ -14,18 +14,22 @@ SELECT set_eq(
     $$ SELECT name::text FROM pg_settings WHERE name LIKE 'occ.%' $$,
     ARRAY['occ.base_delay', 'occ.max_delay', 'occ.jitter', 'occ.factor', 'occ.max_attempts',
           'occ.max_duration', 'occ.isolation', 'occ.contention', 'occ.retry_sqlstates', 'occ.log_retries',
-          'occ.track_stats', 'occ.stats_max'],
-    'exactly the 12 documented occ.* parameters exist');
+          'occ.track_stats', 'occ.stats_max', 'occ.max_result_size', 'occ.retry_budget',
+          'occ.retry_budget_ratio', 'occ.retry_budget_floor'],
+    'exactly the 16 documented occ.* parameters exist');
 
 ------------------------------------------------------------------------
--- Context of each parameter: stats_max needs a restart, log_retries and
--- track_stats are for superusers, the rest can be set by anyone
+-- Context of each parameter: stats_max needs a restart, log_retries,
+-- track_stats and the retry budget's three (server-wide) are for superusers,
+-- the rest can be set by anyone
 ------------------------------------------------------------------------
 SELECT results_eq(
     $$ SELECT name::text COLLATE "default", context::text FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
     $$ VALUES ('occ.base_delay', 'user'), ('occ.contention', 'user'), ('occ.factor', 'user'), ('occ.isolation', 'user'),
               ('occ.jitter', 'user'), ('occ.log_retries', 'superuser'), ('occ.max_attempts', 'user'),
-              ('occ.max_delay', 'user'), ('occ.max_duration', 'user'), ('occ.retry_sqlstates', 'user'),
+              ('occ.max_delay', 'user'), ('occ.max_duration', 'user'), ('occ.max_result_size', 'user'),
+              ('occ.retry_budget', 'superuser'), ('occ.retry_budget_floor', 'superuser'),
+              ('occ.retry_budget_ratio', 'superuser'), ('occ.retry_sqlstates', 'user'),
               ('occ.stats_max', 'postmaster'), ('occ.track_stats', 'superuser') $$,
     'context of every occ.* parameter');
 SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.stats_max'), 'postmaster',
@@ -34,6 +38,14 @@ SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.log_retries'), 'sup
           'occ.log_retries is superuser-only');
 SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.track_stats'), 'superuser',
           'occ.track_stats is superuser-only');
+SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.max_result_size'), 'user',
+          'occ.max_result_size can be set by anyone');
+SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.retry_budget'), 'superuser',
+          'occ.retry_budget is superuser-only');
+SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.retry_budget_ratio'), 'superuser',
+          'occ.retry_budget_ratio is superuser-only');
+SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.retry_budget_floor'), 'superuser',
+          'occ.retry_budget_floor is superuser-only');
 
 ------------------------------------------------------------------------
 -- Type and unit of each parameter
@@ -44,6 +56,8 @@ SELECT results_eq(
               ('occ.isolation', 'enum', NULL), ('occ.jitter', 'enum', NULL),
               ('occ.log_retries', 'bool', NULL), ('occ.max_attempts', 'integer', NULL),
               ('occ.max_delay', 'real', 'ms'), ('occ.max_duration', 'integer', 'ms'),
+              ('occ.max_result_size', 'integer', 'kB'), ('occ.retry_budget', 'real', NULL),
+              ('occ.retry_budget_floor', 'real', NULL), ('occ.retry_budget_ratio', 'real', NULL),
               ('occ.retry_sqlstates', 'string', NULL), ('occ.stats_max', 'integer', NULL),
               ('occ.track_stats', 'bool', NULL) $$,
     'type and unit of every occ.* parameter');
@@ -58,6 +72,8 @@ SELECT results_eq(
               ('occ.isolation', 'serializable', NULL, NULL), ('occ.jitter', 'full', NULL, NULL),
               ('occ.log_retries', 'off', NULL, NULL), ('occ.max_attempts', '30', '1', '2147483647'),
               ('occ.max_delay', '200', '0.001', '3.6e+06'), ('occ.max_duration', '0', '0', '2147483647'),
+              ('occ.max_result_size', '65536', '1', '262143'), ('occ.retry_budget', '0', '0', '1e+09'),
+              ('occ.retry_budget_floor', '10', '0', '1e+09'), ('occ.retry_budget_ratio', '0.2', '0', '1000'),
               ('occ.retry_sqlstates', '40001,40P01', NULL, NULL), ('occ.stats_max', '1000', '100', '1073741823'),
               ('occ.track_stats', 'on', NULL, NULL) $$,
     'built-in default and bounds of every occ.* parameter');
@@ -78,6 +94,10 @@ SELECT is(current_setting('occ.retry_sqlstates'), '40001,40P01', 'occ.retry_sqls
 SELECT is(current_setting('occ.log_retries'), 'off', 'occ.log_retries defaults to off');
 SELECT is(current_setting('occ.track_stats'), 'on', 'occ.track_stats defaults to on');
 SELECT ok(current_setting('occ.stats_max')::int >= 100, 'occ.stats_max is set, at least its minimum 100');
+SELECT is(current_setting('occ.max_result_size'), '64MB', 'occ.max_result_size defaults to 64MB');
+SELECT is(current_setting('occ.retry_budget'), '0', 'occ.retry_budget defaults to 0 (no budget)');
+SELECT is(current_setting('occ.retry_budget_ratio'), '0.2', 'occ.retry_budget_ratio defaults to 0.2');
+SELECT is(current_setting('occ.retry_budget_floor'), '10', 'occ.retry_budget_floor defaults to 10');
 
 ------------------------------------------------------------------------
 -- The enum parameters list their values, in the documented order
@@ -147,6 +167,37 @@ SELECT throws_ok($$ SET LOCAL occ.base_delay = 0 $$, '22023', NULL,
                  'occ.base_delay refuses 0');
 SELECT throws_ok($$ SET LOCAL occ.max_attempts = 0 $$, '22023', NULL,
                  'occ.max_attempts refuses 0');
+SELECT throws_ok($$ SET LOCAL occ.max_result_size = 0 $$, '22023', NULL,
+                 'occ.max_result_size refuses 0');
+-- PostgreSQL 16 and later show the unit with the bounds too
+SELECT throws_matching($$ SET LOCAL occ.max_result_size = 0 $$,
+                       '^0 kB is outside the valid range for parameter "occ\.max_result_size" \(1( kB)? \.\. 262143( kB)?\)$',
+                       'occ.max_result_size says its range, 1 to 262143 kB');
+SELECT throws_ok($$ SET LOCAL occ.max_result_size = '256MB' $$, '22023', NULL,
+                 'occ.max_result_size refuses 256MB, one kB above its maximum');
+SELECT throws_ok($$ SET LOCAL occ.max_result_size = '1 lightyear' $$, '22023', NULL,
+                 'occ.max_result_size refuses an unknown unit');
+SELECT throws_ok($$ SET LOCAL occ.retry_budget = -1 $$, '22023',
+                 '-1 is outside the valid range for parameter "occ.retry_budget" (0 .. 1e+09)',
+                 'occ.retry_budget refuses a negative capacity');
+SELECT throws_ok($$ SET LOCAL occ.retry_budget = 1e10 $$, '22023',
+                 '1e+10 is outside the valid range for parameter "occ.retry_budget" (0 .. 1e+09)',
+                 'occ.retry_budget refuses a capacity above 1e9');
+SELECT throws_ok($$ SET LOCAL occ.retry_budget = 'NaN' $$, '22023',
+                 'invalid value for parameter "occ.retry_budget": "NaN"',
+                 'occ.retry_budget refuses NaN');
+SELECT throws_ok($$ SET LOCAL occ.retry_budget_ratio = -0.1 $$, '22023',
+                 '-0.1 is outside the valid range for parameter "occ.retry_budget_ratio" (0 .. 1000)',
+                 'occ.retry_budget_ratio refuses a negative ratio');
+SELECT throws_ok($$ SET LOCAL occ.retry_budget_ratio = 1001 $$, '22023',
+                 '1001 is outside the valid range for parameter "occ.retry_budget_ratio" (0 .. 1000)',
+                 'occ.retry_budget_ratio refuses a ratio above 1000');
+SELECT throws_ok($$ SET LOCAL occ.retry_budget_floor = -1 $$, '22023',
+                 '-1 is outside the valid range for parameter "occ.retry_budget_floor" (0 .. 1e+09)',
+                 'occ.retry_budget_floor refuses a negative rate');
+SELECT throws_ok($$ SET LOCAL occ.retry_budget_floor = 'lots' $$, '22023',
+                 'invalid value for parameter "occ.retry_budget_floor": "lots"',
+                 'occ.retry_budget_floor refuses a non-number');
 SELECT throws_ok($$ SET LOCAL occ.stats_max = 200 $$, '55P02',
                  'parameter "occ.stats_max" cannot be changed without restarting the server',
                  'occ.stats_max cannot be changed in a session');
@@ -165,6 +216,25 @@ SELECT lives_ok($$ SET LOCAL occ.base_delay = '250us' $$, 'occ.base_delay takes 
 SELECT is(current_setting('occ.base_delay'), '250us', 'occ.base_delay shows 250us');
 SELECT lives_ok($$ SET LOCAL occ.max_duration = '1min' $$, 'occ.max_duration takes a unit');
 SELECT is(current_setting('occ.max_duration'), '1min', 'occ.max_duration shows 1min');
+SELECT lives_ok($$ SET LOCAL occ.max_result_size = 1 $$, 'occ.max_result_size takes its minimum, 1 (kB)');
+SELECT is(current_setting('occ.max_result_size'), '1kB', 'occ.max_result_size shows 1kB');
+SELECT lives_ok($$ SET LOCAL occ.max_result_size = '1MB' $$, 'occ.max_result_size takes a unit');
+SELECT is(current_setting('occ.max_result_size'), '1MB', 'occ.max_result_size shows 1MB');
+SELECT lives_ok($$ SET LOCAL occ.max_result_size = '262143kB' $$, 'occ.max_result_size takes its maximum');
+SELECT is((SELECT setting FROM pg_settings WHERE name = 'occ.max_result_size'), '262143',
+          'occ.max_result_size is kept in kB');
+-- the budget's values are superuser-settable per session (this file runs as one)
+SELECT lives_ok($$ SET LOCAL occ.retry_budget = 0.5 $$, 'occ.retry_budget takes a fraction of a token');
+SELECT is(current_setting('occ.retry_budget'), '0.5', 'occ.retry_budget shows 0.5');
+SELECT lives_ok($$ SET LOCAL occ.retry_budget = 1e9 $$, 'occ.retry_budget takes its maximum, 1e9');
+SELECT is(current_setting('occ.retry_budget'), '1e+09', 'occ.retry_budget shows 1e+09');
+SELECT lives_ok($$ SET LOCAL occ.retry_budget_ratio = 0 $$, 'occ.retry_budget_ratio takes 0 (commits deposit nothing)');
+SELECT lives_ok($$ SET LOCAL occ.retry_budget_ratio = 1000 $$, 'occ.retry_budget_ratio takes its maximum, 1000');
+SELECT lives_ok($$ SET LOCAL occ.retry_budget_floor = 0 $$, 'occ.retry_budget_floor takes 0 (time deposits nothing)');
+SELECT lives_ok($$ SET LOCAL occ.retry_budget_floor = 1e9 $$, 'occ.retry_budget_floor takes its maximum, 1e9');
+SELECT is(current_setting('occ.retry_budget_floor'), '1e+09', 'occ.retry_budget_floor shows 1e+09');
+-- back to no budget, before anything reads the shared bucket
+SET LOCAL occ.retry_budget = 0;
 
 ------------------------------------------------------------------------
 -- occ.backoff's defaults follow the parameters

@@ -3,7 +3,7 @@
 -- created here (and rolled back with the rest) checks that in practice.
 \ir begin.psql
 
-SELECT plan(41);
+SELECT plan(59);
 
 CREATE ROLE occ_tap_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
 
@@ -35,6 +35,14 @@ SELECT function_privs_are('occ', 'retry',
 SELECT function_privs_are('occ', 'retry',
     ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.retry (form 2)');
+SELECT function_privs_are('occ', 'retry',
+    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.retry (form 3)');
+SELECT function_privs_are('occ', 'retry',
+    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.retry (form 4)');
+SELECT function_privs_are('occ', 'attempt', ARRAY[]::name[],
+    'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.attempt');
 SELECT function_privs_are('occ', 'gate', ARRAY['text'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.gate');
 SELECT function_privs_are('occ', 'last_retry', ARRAY[]::name[],
@@ -56,6 +64,14 @@ SELECT ok(has_function_privilege('occ_tap_user',
 SELECT ok(has_function_privilege('occ_tap_user',
               'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)', 'EXECUTE'),
           'an ordinary role may execute occ.retry (form 2)');
+SELECT ok(has_function_privilege('occ_tap_user',
+              'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)', 'EXECUTE'),
+          'an ordinary role may execute occ.retry (form 3)');
+SELECT ok(has_function_privilege('occ_tap_user',
+              'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)', 'EXECUTE'),
+          'an ordinary role may execute occ.retry (form 4)');
+SELECT ok(has_function_privilege('occ_tap_user', 'occ.attempt()', 'EXECUTE'),
+          'an ordinary role may execute occ.attempt');
 SELECT ok(has_function_privilege('occ_tap_user', 'occ.gate(text)', 'EXECUTE'),
           'an ordinary role may execute occ.gate');
 -- the ACL of occ.stats_reset names no grantee but its owner
@@ -91,6 +107,13 @@ SELECT throws_ok($$ CALL occ.retry('SELECT 1') $$, '2D000',
 SELECT throws_ok($$ CALL occ.retry('SELECT 1', attempts => NULL, slept => NULL) $$, '2D000',
                  'occ.retry cannot run in an atomic context',
                  'an ordinary role can call occ.retry (form 2): it gets past the privilege check');
+SELECT throws_ok($$ CALL occ.retry('SELECT 1', result => NULL) $$, '2D000',
+                 'occ.retry cannot run in an atomic context',
+                 'an ordinary role can call occ.retry (form 3): it gets past the privilege check');
+SELECT throws_ok($$ CALL occ.retry('SELECT 1', result => NULL, attempts => NULL, slept => NULL) $$, '2D000',
+                 'occ.retry cannot run in an atomic context',
+                 'an ordinary role can call occ.retry (form 4): it gets past the privilege check');
+SELECT is(occ.attempt(), NULL::int, 'an ordinary role can call occ.attempt (NULL outside a body)');
 -- the gate is a transaction-level lock, released by the final ROLLBACK
 SELECT lives_ok($$ SELECT occ.gate('occ_tap_user') $$, 'an ordinary role can call occ.gate');
 SELECT lives_ok('SELECT * FROM occ.last_retry()', 'an ordinary role can call occ.last_retry');
@@ -112,6 +135,23 @@ SELECT throws_ok('SET LOCAL occ.log_retries = on', '42501',
 SELECT throws_ok('SET LOCAL occ.track_stats = off', '42501',
                  'permission denied to set parameter "occ.track_stats"',
                  'an ordinary role cannot set occ.track_stats');
+SELECT lives_ok($$ SET LOCAL occ.max_result_size = '1MB' $$, 'an ordinary role can set occ.max_result_size');
+-- the retry budget is server-wide: only superusers set it
+SELECT throws_ok('SET LOCAL occ.retry_budget = 1000', '42501',
+                 'permission denied to set parameter "occ.retry_budget"',
+                 'an ordinary role cannot set occ.retry_budget');
+SELECT throws_ok('SET LOCAL occ.retry_budget = 0', '42501',
+                 'permission denied to set parameter "occ.retry_budget"',
+                 'an ordinary role cannot set occ.retry_budget, not even to 0 (off)');
+SELECT throws_ok('SET LOCAL occ.retry_budget_ratio = 1000', '42501',
+                 'permission denied to set parameter "occ.retry_budget_ratio"',
+                 'an ordinary role cannot set occ.retry_budget_ratio');
+SELECT throws_ok('SET LOCAL occ.retry_budget_floor = 1e9', '42501',
+                 'permission denied to set parameter "occ.retry_budget_floor"',
+                 'an ordinary role cannot set occ.retry_budget_floor');
+SELECT throws_ok($$ SELECT set_config('occ.retry_budget', '1000', true) $$, '42501',
+                 'permission denied to set parameter "occ.retry_budget"',
+                 'an ordinary role cannot set occ.retry_budget through set_config either');
 RESET ROLE;
 SELECT isnt(current_user::text, 'occ_tap_user', 'back to the original role');
 
@@ -121,8 +161,11 @@ SELECT isnt(current_user::text, 'occ_tap_user', 'back to the original role');
 ------------------------------------------------------------------------
 REVOKE EXECUTE ON PROCEDURE
     occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text),
-    occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)
+    occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text),
+    occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text),
+    occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)
     FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION occ.attempt() FROM PUBLIC;
 SET LOCAL ROLE occ_tap_user;
 SELECT throws_ok($$ CALL occ.retry('SELECT 1') $$, '42501',
                  'permission denied for procedure retry',
@@ -130,6 +173,15 @@ SELECT throws_ok($$ CALL occ.retry('SELECT 1') $$, '42501',
 SELECT throws_ok($$ CALL occ.retry('SELECT 1', attempts => NULL, slept => NULL) $$, '42501',
                  'permission denied for procedure retry',
                  'control: without EXECUTE, CALL occ.retry (form 2) fails with 42501');
+SELECT throws_ok($$ CALL occ.retry('SELECT 1', result => NULL) $$, '42501',
+                 'permission denied for procedure retry',
+                 'control: without EXECUTE, CALL occ.retry (form 3) fails with 42501');
+SELECT throws_ok($$ CALL occ.retry('SELECT 1', result => NULL, attempts => NULL, slept => NULL) $$, '42501',
+                 'permission denied for procedure retry',
+                 'control: without EXECUTE, CALL occ.retry (form 4) fails with 42501');
+SELECT throws_ok('SELECT occ.attempt()', '42501',
+                 'permission denied for function attempt',
+                 'control: without EXECUTE, occ.attempt() fails with 42501');
 RESET ROLE;
 
 SELECT * FROM finish();

@@ -1,9 +1,10 @@
 -- pg_occ API surface, part 4: a hostile search_path.  A schema whose
 -- current_setting and string_to_array shadow pg_catalog's, first in the
--- path, must not change what occ.backoff and occ.retry's defaults compute.
+-- path, must not change what occ.backoff and occ.retry's defaults compute,
+-- what occ.attempt() says, or what occ.stats_info shows of the retry budget.
 \ir begin.psql
 
-SELECT plan(14);
+SELECT plan(18);
 
 ------------------------------------------------------------------------
 -- The defaults of every routine are NULL constants: the C code reads the
@@ -11,7 +12,17 @@ SELECT plan(14);
 -- could redirect
 ------------------------------------------------------------------------
 SELECT is((SELECT sum(pronargdefaults)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace),
-          28, 'occ.backoff (6) and the two forms of occ.retry (11 each) have their 28 defaults');
+          50, 'occ.backoff (6) and the four forms of occ.retry (11 each) have their 50 defaults');
+SELECT is(
+    ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
+           WHERE p.pronamespace = 'occ'::regnamespace AND p.pronargdefaults > 0
+           ORDER BY p.oid::regprocedure::text COLLATE "C"),
+    ARRAY['occ.backoff(integer,interval,interval,text,double precision,interval,double precision)',
+          'occ.retry(text,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,text)',
+          'occ.retry(text,jsonb,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,text)',
+          'occ.retry(text,jsonb,record,integer,interval,interval,text,double precision,interval,text,text[],text,text)',
+          'occ.retry(text,record,integer,interval,interval,text,double precision,interval,text,text[],text,text)'],
+    'the routines with defaults are occ.backoff and the four forms of occ.retry');
 SELECT is(
     (SELECT count(*)::int
        FROM pg_proc p, regexp_matches(p.proargdefaults::text, ':funcid (\d+)', 'g') AS m
@@ -78,10 +89,22 @@ SELECT lives_ok($$ SELECT occ.gate('occ_tap_search_path') $$,
                 'occ.gate works under the hostile path');
 
 ------------------------------------------------------------------------
+-- occ.attempt under the hostile path
+------------------------------------------------------------------------
+SELECT is(occ.attempt(), NULL::int, 'occ.attempt() is still NULL outside a body under the hostile path');
+
+------------------------------------------------------------------------
 -- The views under the hostile path
 ------------------------------------------------------------------------
 SELECT lives_ok('SELECT * FROM occ.stats', 'occ.stats can be read under the hostile path');
 SELECT is((SELECT count(*)::int FROM occ.stats_info), 1, 'occ.stats_info still has one row under the hostile path');
+-- budget_tokens is NULL when the real occ.retry_budget is 0, whatever evil's
+-- current_setting says of it ('1000')
+SET LOCAL occ.retry_budget = 0;
+SELECT is(current_setting('occ.retry_budget'), '1000',
+          'control: under the hostile path, current_setting says occ.retry_budget is 1000');
+SELECT is((SELECT budget_tokens FROM occ.stats_info), NULL::float8,
+          'occ.stats_info.budget_tokens follows the real occ.retry_budget (0: NULL) under the hostile path');
 
 RESET search_path;
 

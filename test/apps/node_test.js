@@ -1,0 +1,174 @@
+// occ.retry from a real client: node-postgres (the npm package pg), as an
+// application would call it.  The same checks as psycopg_test.py, as far as
+// they apply:
+//   - CALL occ.retry($1, params => row($2::int, $3::text)) works with the
+//     driver's placeholders (node-postgres has no implicit transaction: every
+//     query outside BEGIN is autocommitted), and the casts are needed:
+//     node-postgres sends every parameter untyped (42P18 without them);
+//   - the reporting form returns one row, attempts (a number) and slept (an
+//     interval object of the postgres-interval package);
+//   - the result form returns the rows of the body's last row-returning
+//     statement as jsonb, which node-postgres parses to an array of objects
+//     ([] for no rows, null when no statement returns rows); the combined
+//     form returns result, attempts and slept;
+//   - a give-up is an error with code '40001' and the detail "occ.retry gave
+//     up after N attempts.", and the connection still works;
+//   - inside BEGIN the CALL fails with 25001 and a hint that names autocommit;
+//   - two connections doing a read-modify-write of one row through occ.retry
+//     at the same time lose and double nothing.
+//
+// Run: NODE_PATH=<dir>/node_modules node test/apps/node_test.js, against a
+// database where pg_occ is installed (connection from the PG* environment
+// variables; test/apps.sh installs pg and makes the database).  Exits
+// non-zero on the first failed check.
+'use strict';
+const assert = require('assert');
+const { Client } = require('pg');
+
+let checks = 0;
+function check(what, cond, got) {
+  if (!cond) {
+    console.error(`node: FAIL: ${what}` + (got === undefined ? '' : ` (got ${JSON.stringify(got)})`));
+    process.exit(1);
+  }
+  checks++;
+  console.log(`node: ok: ${what}`);
+}
+
+// the error a promise rejects with, or null if it resolves
+async function errorOf(promise) {
+  try {
+    await promise;
+    return null;
+  } catch (e) {
+    return e;
+  }
+}
+
+async function connect() {
+  const c = new Client(); // PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE
+  await c.connect();
+  return c;
+}
+
+async function main() {
+  const conn = await connect();
+  await conn.query(`
+    DROP TABLE IF EXISTS account, hot, note;
+    DROP SEQUENCE IF EXISTS executions;
+    CREATE TABLE account (id int PRIMARY KEY, balance numeric NOT NULL);
+    INSERT INTO account VALUES (1, 100), (2, 0);
+    CREATE TABLE hot (id int PRIMARY KEY, n bigint NOT NULL);
+    INSERT INTO hot VALUES (1, 0);
+    CREATE TABLE note (id int, body text);
+    CREATE SEQUENCE executions;
+    CREATE FUNCTION fail_until(n int) RETURNS void LANGUAGE plpgsql AS $$
+    BEGIN
+      IF nextval('executions') % n <> 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
+      END IF;
+    END $$;`);
+  const v = (await conn.query("SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'")).rows[0].extversion;
+  console.log(`node ${process.version}, pg ${require('pg/package.json').version}, pg_occ ${v}`);
+
+  // --- placeholders inside row(...): the casts are needed -------------------
+  await conn.query('CALL occ.retry($1, params => row($2::int, $3::text))',
+                   ['INSERT INTO note VALUES ($1, $2)', 7, "it's a text"]);
+  let r = await conn.query('SELECT id, body FROM note');
+  check('CALL occ.retry($1, params => row($2::int, $3::text)) with placeholders',
+        r.rows.length === 1 && r.rows[0].id === 7 && r.rows[0].body === "it's a text", r.rows);
+
+  let e = await errorOf(conn.query('CALL occ.retry($1, params => row($2, $3))',
+                                   ['INSERT INTO note VALUES ($1, $2)', 8, 'x']));
+  check(`placeholders inside row(...) without casts: 42P18 '${e && e.message}'`, e && e.code === '42P18', e && e.code);
+
+  // --- the reporting form: one row, attempts and slept ----------------------
+  r = await conn.query("CALL occ.retry($1, attempts => NULL, slept => NULL, params => row($2::int), " +
+                       "contention => 'backoff', base => '1ms', jitter => 'none')",
+                       ['SELECT fail_until($1)', 3]);
+  check('reporting form: one row (attempts, slept)',
+        r.rows.length === 1 && r.fields.map((f) => f.name).join() === 'attempts,slept', r.rows);
+  check('reporting form: attempts is a number, 3 for a body that fails twice', r.rows[0].attempts === 3, r.rows[0]);
+  const slept = r.rows[0].slept;
+  const sleptMs = (slept.seconds || 0) * 1000 + (slept.milliseconds || 0);
+  check(`reporting form: slept is an interval object (${slept.toPostgres()}), >= 1 ms + 2 ms`, sleptMs >= 3, slept);
+
+  // --- the result form (0.3.0) ----------------------------------------------
+  r = await conn.query("CALL occ.retry('UPDATE account SET balance = balance - $1 WHERE id = $2 RETURNING balance', " +
+                       'result => NULL, params => row($1::numeric, $2::int))', [25, 1]);
+  check('result form: one row, one column named result',
+        r.rows.length === 1 && r.fields.map((f) => f.name).join() === 'result', r.rows);
+  check('result form: jsonb parsed to an array of objects: [{"balance": 75}]',
+        JSON.stringify(r.rows[0].result) === '[{"balance":75}]', r.rows[0].result);
+
+  // the statement of the README's JDBC example, as pgjdbc sends it (typed ? become $n)
+  r = await conn.query('CALL occ.retry($1, result => null, params => row($2::int, $3::numeric))',
+                       ['UPDATE account SET balance = balance - $2 WHERE id = $1 RETURNING balance', 1, '25']);
+  check('the README\'s JDBC statement: [{"balance": 50}]', JSON.stringify(r.rows[0].result) === '[{"balance":50}]',
+        r.rows[0].result);
+  r = await conn.query("CALL occ.retry('UPDATE account SET balance = balance + 25 WHERE id = 1')");
+
+  r = await conn.query('CALL occ.retry($1, result => NULL)', ['SELECT id, balance FROM account ORDER BY id']);
+  assert.deepStrictEqual(r.rows[0].result, [{ id: 1, balance: 75 }, { id: 2, balance: 0 }]);
+  check("result form: a SELECT's rows, in order", true);
+
+  r = await conn.query('CALL occ.retry($1, result => NULL, params => row($2::int))',
+                       ['UPDATE account SET balance = balance WHERE id = $1 RETURNING balance', -1]);
+  check('result form: [] when the statement returned no rows', JSON.stringify(r.rows[0].result) === '[]', r.rows[0]);
+  r = await conn.query('CALL occ.retry($1, result => NULL)', ['UPDATE account SET balance = balance']);
+  check('result form: null when no statement returns rows', r.rows[0].result === null, r.rows[0]);
+
+  r = await conn.query('CALL occ.retry($1, result => NULL, attempts => NULL, slept => NULL, ' +
+                       "params => row($2::int), contention => 'backoff', base => '1ms', jitter => 'none')",
+                       ['SELECT fail_until($1); SELECT occ.attempt() AS attempt', 3]);
+  check('result, attempts and slept: one row of three columns',
+        r.rows.length === 1 && r.fields.map((f) => f.name).join() === 'result,attempts,slept', r.rows);
+  check('result, attempts and slept: the result of the attempt that committed, [{"attempt": 3}], 3 attempts',
+        JSON.stringify(r.rows[0].result) === '[{"attempt":3}]' && r.rows[0].attempts === 3, r.rows[0]);
+
+  // --- giving up --------------------------------------------------------------
+  e = await errorOf(conn.query("CALL occ.retry($1, max_attempts => 2, base => '1ms', contention => 'backoff')",
+    ["DO $$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = 'serialization_failure'; END $$"]));
+  check("give-up: error.code '40001'", e && e.code === '40001', e && e.code);
+  check("give-up: error.detail 'occ.retry gave up after 2 attempts.'",
+        (e.detail || '').includes('occ.retry gave up after 2 attempts.'), e.detail);
+  r = await conn.query('SELECT attempts, outcome FROM occ.last_retry()');
+  check("after a give-up the connection still works: occ.last_retry() = (2, 'gave up')",
+        r.rows[0].attempts === 2 && r.rows[0].outcome === 'gave up', r.rows[0]);
+
+  // --- inside BEGIN: 25001 with a hint ----------------------------------------
+  await conn.query('BEGIN');
+  e = await errorOf(conn.query("CALL occ.retry('SELECT 1')"));
+  await conn.query('ROLLBACK');
+  check("inside BEGIN: error.code '25001'", e && e.code === '25001', e && e.code);
+  console.log(`node: the hint is: '${e.hint}'`);
+  check('inside BEGIN: the hint names autocommit', (e.hint || '').includes('autocommit'), e.hint);
+
+  // --- real contention: two connections at the same time -------------------------
+  const CALLS = 300;
+  const body = "SELECT set_config('app.n', n::text, true) FROM hot WHERE id = 1;" +
+               " UPDATE hot SET n = current_setting('app.n')::bigint + 1 WHERE id = 1";
+  const clients = [await connect(), await connect()];
+  const retries = await Promise.all(clients.map(async (c) => {
+    let n = 0;
+    for (let i = 0; i < CALLS; i++) {
+      const res = await c.query("CALL occ.retry($1, attempts => NULL, slept => NULL, isolation => 'repeatable read')",
+                                [body]);
+      n += res.rows[0].attempts - 1;
+    }
+    return n;
+  }));
+  await Promise.all(clients.map((c) => c.end()));
+  r = await conn.query('SELECT n FROM hot WHERE id = 1');
+  check(`contention: 2 x ${CALLS} read-modify-writes, the row is ${2 * CALLS} (nothing lost or doubled)`,
+        Number(r.rows[0].n) === 2 * CALLS, r.rows[0].n);
+  console.log(`node: contention: ${retries[0] + retries[1]} retries in ${2 * CALLS} calls (not asserted)`);
+
+  await conn.end();
+  console.log(`node: ${checks} passed, 0 failed`);
+}
+
+main().catch((err) => {
+  console.error(`node: FAIL: ${err.stack || err}`);
+  process.exit(1);
+});

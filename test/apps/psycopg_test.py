@@ -1,0 +1,201 @@
+#!/usr/bin/python3
+# occ.retry from a real client: psycopg 3 (Debian's python3-psycopg), as an
+# application would call it.  Checks that
+#   - CALL occ.retry(%s, params => row(%s::int, %s::text)) works with the
+#     driver's placeholders on an autocommit connection, and that the casts
+#     are needed: psycopg sends a str untyped (42P18 without the cast) and an
+#     int as the smallest integer type that holds it (smallint for 1);
+#   - the reporting form returns one row, attempts (int) and slept
+#     (datetime.timedelta);
+#   - the result form returns the rows of the body's last row-returning
+#     statement as jsonb, which psycopg decodes to a list of dicts ([] for no
+#     rows, None when no statement returns rows), from the attempt that
+#     committed; the combined form returns (result, attempts, slept);
+#   - a give-up is psycopg.errors.SerializationFailure with the detail
+#     "occ.retry gave up after N attempts.", and the connection still works;
+#   - on a default (non-autocommit) connection the CALL fails with 25001
+#     (psycopg.errors.ActiveSqlTransaction) and a hint that names autocommit;
+#   - two threads with two connections doing a read-modify-write of one row
+#     through occ.retry lose and double nothing (the retries they needed are
+#     printed, not asserted: contention is up to the scheduler).
+#
+# Run with Debian's interpreter, /usr/bin/python3, against a database where
+# pg_occ is installed (connection from the PG* environment variables; see
+# test/apps.sh, which makes the database).  Exits non-zero on the first
+# failed check.
+import datetime
+import sys
+import threading
+
+import psycopg
+from psycopg import errors
+
+checks = 0
+sys.stdout.reconfigure(line_buffering=True)  # in order with the failures on stderr
+
+
+def check(what, cond, got=None):
+    """One check: print it, or fail with what was found."""
+    global checks
+    if not cond:
+        print(f"psycopg: FAIL: {what}" + ("" if got is None else f" (got {got!r})"), file=sys.stderr)
+        sys.exit(1)
+    checks += 1
+    print(f"psycopg: ok: {what}")
+
+
+def connect(**kw):
+    # connection parameters from PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE
+    return psycopg.connect("", **kw)
+
+
+setup = connect(autocommit=True)
+setup.execute("""
+    DROP TABLE IF EXISTS account, hot, note;
+    DROP SEQUENCE IF EXISTS executions;
+    CREATE TABLE account (id int PRIMARY KEY, balance numeric NOT NULL);
+    INSERT INTO account VALUES (1, 100), (2, 0);
+    CREATE TABLE hot (id int PRIMARY KEY, n bigint NOT NULL);
+    INSERT INTO hot VALUES (1, 0);
+    CREATE TABLE note (id int, body text);
+    -- fails with 40001 until the n-th execution of a call (the sequence
+    -- survives rollbacks), as sql/retry.sql does
+    CREATE SEQUENCE executions;
+    CREATE FUNCTION fail_until(n int) RETURNS void LANGUAGE plpgsql AS $$
+    BEGIN
+      IF nextval('executions') % n <> 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
+      END IF;
+    END $$;
+""")
+version = setup.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'").fetchone()[0]
+print(f"psycopg {psycopg.__version__}, libpq {psycopg.pq.version()}, pg_occ {version}")
+
+conn = connect(autocommit=True)
+
+# --- placeholders inside row(...): the casts are needed -------------------
+conn.execute("CALL occ.retry(%s, params => row(%s::int, %s::text))",
+             ["INSERT INTO note VALUES ($1, $2)", 7, "it's a text"])
+row = conn.execute("SELECT id, body FROM note").fetchone()
+check("CALL occ.retry(%s, params => row(%s::int, %s::text)) with placeholders", row == (7, "it's a text"), row)
+
+try:
+    conn.execute("CALL occ.retry(%s, params => row(%s::int, %s))", ["INSERT INTO note VALUES ($1, $2)", 8, "x"])
+    check("a str placeholder without a cast is refused", False)
+except errors.IndeterminateDatatype as e:
+    check("a str placeholder inside row(...) without a cast: 42P18 " + repr(e.diag.message_primary),
+          e.sqlstate == "42P18")
+
+# --- the reporting form: one row, attempts and slept ------------------------
+cur = conn.execute("CALL occ.retry(%s, attempts => NULL, slept => NULL, params => row(%s::int), "
+                   "contention => 'backoff', base => '1ms', jitter => 'none')",
+                   ["SELECT fail_until($1)", 3])
+rows = cur.fetchall()
+check("reporting form: one row (attempts, slept)", [d.name for d in cur.description] == ["attempts", "slept"]
+      and len(rows) == 1, (cur.description, rows))
+attempts, slept = rows[0]
+check("reporting form: attempts is an int, 3 for a body that fails twice", attempts == 3, attempts)
+check("reporting form: slept is a datetime.timedelta, >= 1 ms + 2 ms",
+      isinstance(slept, datetime.timedelta) and slept >= datetime.timedelta(milliseconds=3), slept)
+
+# --- the result form (0.3.0) ------------------------------------------------
+cur = conn.execute("CALL occ.retry('UPDATE account SET balance = balance - $1 WHERE id = $2 RETURNING balance', "
+                   "result => NULL, params => row(%s::numeric, %s::int))", [25, 1])
+rows = cur.fetchall()
+check("result form: one row, one column named result", [d.name for d in cur.description] == ["result"]
+      and len(rows) == 1, (cur.description, rows))
+check("result form: jsonb decoded to a list of dicts: [{'balance': 75}]", rows[0][0] == [{"balance": 75}], rows[0][0])
+
+result = conn.execute("CALL occ.retry(%s, result => NULL, params => row(%s::numeric, %s::int))",
+                      ["UPDATE account SET balance = balance + $1 WHERE id = $2 RETURNING id, balance", 25, 2]
+                      ).fetchone()[0]
+check("result form: the whole RETURNING row", result == [{"id": 2, "balance": 25}], result)
+
+result = conn.execute("CALL occ.retry(%s, result => NULL)", ["SELECT id, balance FROM account ORDER BY id"]).fetchone()[0]
+check("result form: a SELECT's rows, in order", result == [{"id": 1, "balance": 75}, {"id": 2, "balance": 25}], result)
+
+result = conn.execute("CALL occ.retry(%s, result => NULL, params => row(%s::int))",
+                      ["UPDATE account SET balance = balance WHERE id = $1 RETURNING balance", -1]).fetchone()[0]
+check("result form: [] when the statement returned no rows", result == [], result)
+
+result = conn.execute("CALL occ.retry(%s, result => NULL)", ["UPDATE account SET balance = balance"]).fetchone()[0]
+check("result form: None when no statement returns rows", result is None, result)
+
+# without casts, psycopg types an int by its size: 1 is a smallint
+result = conn.execute("CALL occ.retry(%s, result => NULL, params => row(%s))",
+                      ["SELECT pg_typeof($1)::text AS type", 1]).fetchone()[0]
+check("result form: an uncast int placeholder arrives as smallint", result == [{"type": "smallint"}], result)
+
+cur = conn.execute("CALL occ.retry(%s, result => NULL, attempts => NULL, slept => NULL, params => row(%s::int), "
+                   "contention => 'backoff', base => '1ms', jitter => 'none')",
+                   ["SELECT fail_until($1); SELECT occ.attempt() AS attempt", 3])
+rows = cur.fetchall()
+check("result, attempts and slept: one row of three columns",
+      [d.name for d in cur.description] == ["result", "attempts", "slept"] and len(rows) == 1, (cur.description, rows))
+result, attempts, slept = rows[0]
+check("result, attempts and slept: the result of the attempt that committed, [{'attempt': 3}], 3 attempts",
+      result == [{"attempt": 3}] and attempts == 3 and isinstance(slept, datetime.timedelta), rows[0])
+
+# --- giving up ---------------------------------------------------------------
+always = "DO $$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = 'serialization_failure'; END $$"
+try:
+    conn.execute("CALL occ.retry(%s, max_attempts => 2, base => '1ms', contention => 'backoff')", [always])
+    check("a body that always fails gives up", False)
+except errors.SerializationFailure as e:
+    check("give-up: psycopg.errors.SerializationFailure, SQLSTATE 40001", e.sqlstate == "40001", e.sqlstate)
+    check("give-up: detail 'occ.retry gave up after 2 attempts.'",
+          "occ.retry gave up after 2 attempts." in (e.diag.message_detail or ""), e.diag.message_detail)
+last = conn.execute("SELECT attempts, outcome FROM occ.last_retry()").fetchone()
+check("after a give-up the connection still works: occ.last_retry() = (2, 'gave up')", last == (2, "gave up"), last)
+
+# --- a default connection is in a transaction: 25001 with a hint -----------
+with connect() as tx:
+    try:
+        tx.execute("CALL occ.retry('SELECT 1')")
+        check("a non-autocommit connection is refused", False)
+    except errors.ActiveSqlTransaction as e:
+        check("non-autocommit connection: psycopg.errors.ActiveSqlTransaction (25001)", e.sqlstate == "25001")
+        hint = e.diag.message_hint or ""
+        print(f"psycopg: the hint is: {hint!r}")
+        check("non-autocommit connection: the hint names autocommit", "autocommit" in hint, hint)
+    tx.rollback()
+    tx.autocommit = True   # the same connection, switched: now it works
+    tx.execute("CALL occ.retry('SELECT 1')")
+    check("the same connection with autocommit = True can call", True)
+
+# --- real contention: two threads, two connections ----------------------------
+CALLS = 300
+retries = [0, 0]
+failures = []
+
+
+def worker(i):
+    try:
+        with connect(autocommit=True) as c:
+            for _ in range(CALLS):
+                # read, then write the value read + 1: a lost update would show
+                a, _s = c.execute(
+                    "CALL occ.retry(%s, attempts => NULL, slept => NULL, isolation => 'repeatable read')",
+                    ["SELECT set_config('app.n', n::text, true) FROM hot WHERE id = 1;"
+                     " UPDATE hot SET n = current_setting('app.n')::bigint + 1 WHERE id = 1"]).fetchone()
+                retries[i] += a - 1
+            last = c.execute("SELECT attempts, outcome FROM occ.last_retry()").fetchone()
+            if last[1] != "committed":
+                failures.append(f"thread {i}: occ.last_retry() = {last!r}")
+    except Exception as e:  # reported by the main thread
+        failures.append(f"thread {i}: {type(e).__name__}: {e}")
+
+
+threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+check("contention: both threads ran every call", not failures, failures)
+n = conn.execute("SELECT n FROM hot WHERE id = 1").fetchone()[0]
+check(f"contention: 2 x {CALLS} read-modify-writes, the row is {2 * CALLS} (nothing lost or doubled)", n == 2 * CALLS, n)
+print(f"psycopg: contention: {retries[0] + retries[1]} retries in {2 * CALLS} calls (not asserted)")
+
+conn.close()
+setup.close()
+print(f"psycopg: {checks} passed, 0 failed")
