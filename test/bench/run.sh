@@ -105,7 +105,7 @@ STORM_RATE=200
 STORM_PRE=5
 STORM_STALL=3
 STORM_POST=12
-STORM_LOCK_TIMEOUT=100ms
+STORM_LOCK_TIMEOUT=0
 STORM_TOLERANCE=1.5
 STORM_HOLD=3
 STORM_ROUNDS=1
@@ -115,7 +115,7 @@ SEED001_BASE=100ms
 SEED001_FACTOR=2.71828
 SEED001_CAP=5min
 BUDGET=100
-BUDGET_RATIO=0.2
+BUDGET_RATIO=1
 BUDGET_FLOOR=10
 # burst (seed 003): 800 clients, 20% in a spike, the rest over 1000 ticks
 # of a service that completes one request per tick, scaled down by 4 to
@@ -170,7 +170,8 @@ Usage: $0 [--quick | --full] [options]
                        (default: "$STORM_PRE $STORM_STALL $STORM_POST")
   --storm-forms "..."  (default: $STORM_FORMS)
   --storm-rounds R     (default: $STORM_ROUNDS)
-  --lock-timeout I     the bodies' lock_timeout in the storm (default: $STORM_LOCK_TIMEOUT)
+  --lock-timeout I     the bodies' lock_timeout in the storm, 55P03 retried
+                       (default: $STORM_LOCK_TIMEOUT, they wait; see storms.sh)
   --fixed-interval I   occ-fixed's and occ-budget's constant delay (default: $STORM_FIXED)
   --budget "C R F"     occ-budget's occ.retry_budget, _ratio, _floor (default: "$BUDGET $BUDGET_RATIO $BUDGET_FLOOR")
   --burst-clients N    requests of the burst, one per client (default: $BURST_CLIENTS)
@@ -230,7 +231,7 @@ parse_args() {
 			modes="sweep fixed overhead contention storm burst"
 			CLIENTS="1 8"; DURATION=1; FIXED_CLIENTS="1 10"; REPS=1
 			CONTENTION_CLIENTS=8; GUARD_CLIENTS=8; ROUNDS=1
-			STORM_CLIENTS=8; STORM_RATE=100; STORM_PRE=2; STORM_STALL=1; STORM_POST=2; STORM_HOLD=1
+			STORM_CLIENTS=8; STORM_RATE=100; STORM_PRE=1; STORM_STALL=1; STORM_POST=1; STORM_HOLD=1
 			BURST_CLIENTS=20; BURST_WINDOW_MS=100; BURST_ROUNDS=1 ;;
 	esac
 	[ -n "$ONLY" ] && modes=$ONLY

@@ -4,16 +4,26 @@
 # storm   seed 001 ("Exponential Backoff or how not to crash a server"):
 #         open-loop Poisson arrivals (pgbench --rate) below the hot row's
 #         capacity; after STORM_PRE seconds a session holds LOCK TABLE hot IN
-#         ACCESS EXCLUSIVE MODE for STORM_STALL seconds (a real stall: a
-#         migration, a VACUUM FULL, an index rebuild take that lock), while
-#         the bodies run with a lock_timeout and retry 55P03 by their policy,
-#         as the seed's clients time out and retry while the server is
-#         stopped.  Per second: commits, attempts, and the p50 / p99 latency
-#         of the requests that arrived in that second (pgbench measures an
-#         open-loop request from its scheduled arrival, so the schedule lag
-#         is included).  Recovery: the time from the end of the stall until
-#         the per-second p99 stays within STORM_TOLERANCE x its pre-stall
-#         level for STORM_HOLD consecutive seconds; "never" if not in the run.
+#         ACCESS EXCLUSIVE MODE for STORM_STALL seconds: a real stall (ALTER
+#         TABLE, VACUUM FULL, REINDEX and CLUSTER take that lock), during
+#         which the requests queue up as in a stopped server's backlog; when
+#         it ends, every connection runs at once, and each form retries the
+#         conflicts by its policy.  Per second: commits, attempts, and the
+#         p50 / p99 latency of the requests that arrived in that second
+#         (pgbench measures an open-loop request from its scheduled arrival,
+#         so the schedule lag is included).  Recovery: the time from the end
+#         of the stall until the per-second p99 stays within STORM_TOLERANCE
+#         x its pre-stall level for STORM_HOLD consecutive seconds; "never"
+#         if not in the run.
+#         With --lock-timeout I the bodies also give up their lock wait after
+#         I and retry 55P03 by their policy during the stall, as the seed's
+#         clients time out and retry while its server is stopped.  Not the
+#         default, because pgbench (15) aborts a client on any error but
+#         40001 and 40P01: a call that gives up with 55P03 (occ-budget's
+#         retries refused during the stall do; so may a call at the run's
+#         deadline) ends the run, and pgbench-retry cannot retry 55P03 at
+#         all (it then waits for the lock, which is what an immediate retry
+#         of a lock timeout amounts to).
 # burst   seed 003 ("Exploring backoff"): N clients make one request each;
 #         20% arrive at once at the start, the rest uniformly over a window;
 #         latency percentiles per client and the requests sent (attempts),
@@ -23,12 +33,8 @@
 # occ_storm.sql (occ.retry with every backoff option a variable).
 #
 # storm:
-#   pgbench-retry  occ_pgbench.sql retried at once by pgbench --max-tries.
-#                  pgbench cannot retry a lock timeout (it aborts the client
-#                  on any error but 40001 / 40P01), so its transactions wait
-#                  in the table's lock queue during the stall: an immediate
-#                  retry of a lock timeout joins that queue again at once, so
-#                  the two differ only in the timeout's round trips.
+#   pgbench-retry  occ_pgbench.sql retried at once by pgbench --max-tries
+#                  (its transactions always wait for the lock, see above)
 #   occ-fixed      a fixed retry interval: constant backoff, no jitter
 #                  (factor 1) of STORM_FIXED.  Seed 001's simulation retries
 #                  after a fixed 100 ms, one unloaded response time of its
@@ -45,9 +51,15 @@
 #   occ-full       full jitter, base BASE, cap CAP, factor 2 (0.1.0's backoff)
 #   occ-queue      queue mode
 #   occ-budget     occ-fixed with the server-wide retry budget on (pg_occ
-#                  0.3.0: occ.retry_budget, _ratio, _floor): retries beyond
-#                  the budget queue on the key's gate, so a storm becomes a
-#                  queue.  Skipped (with a note) if the server has no budget.
+#                  0.3.0: occ.retry_budget, _ratio, _floor, set for the
+#                  session): retries beyond the budget queue on the key's
+#                  gate, so a storm becomes a queue; a call refused while it
+#                  holds the gate gives up.  Skipped (with a note) if the
+#                  server has no budget.  The ratio is 1 retry per commit,
+#                  not the 0.2 of Finagle's RetryBudget: a fixed 1 ms
+#                  interval makes about 1.1 retries per commit on the hot row
+#                  at half its capacity, so with 0.2 the budget refuses in
+#                  steady state and 5% of the calls give up before any stall.
 # burst (seed 003's strategies; a "tick" is BURST_TICK, about the time one
 # commit takes on the hot row, 1 / its commits per second, as the seed's
 # service completes one request per tick):
@@ -303,7 +315,7 @@ burst() {
 # storm_table: recovery per form (markdown)
 storm_table() {
 	echo
-	echo "### Seed 001: a ${STORM_STALL}s stall under open-loop arrivals ($STORM_RATE requests/s, Poisson, $STORM_CLIENTS connections, ${STORM_WORK_MS} ms of work, lock_timeout $STORM_LOCK_TIMEOUT)"
+	echo "### Seed 001: a ${STORM_STALL}s stall under open-loop arrivals ($STORM_RATE requests/s, Poisson, $STORM_CLIENTS connections, ${STORM_WORK_MS} ms of work, $([ "$STORM_LOCK_TIMEOUT" = 0 ] && echo "the bodies wait for the lock" || echo "lock_timeout $STORM_LOCK_TIMEOUT, 55P03 retried"))"
 	echo
 	echo "Latency: of the requests that arrived in a second, from their arrival (schedule lag included; a give-up counts as infinite). Recovered: the p99 of $STORM_HOLD consecutive seconds within $STORM_TOLERANCE x the pre-stall p99; the time from the end of the stall (1 s resolution; \"never\": not within the ${STORM_POST}s after it). Commits/s, attempts/commit and give-ups over the whole run."
 	echo
