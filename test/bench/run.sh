@@ -494,7 +494,7 @@ run_one() {
 	per_commit=$(awk -v a="$attempts" -v c="$commits" 'BEGIN { if (a != "" && c > 0) printf "%.3f", a / c }')
 	echo "$mode,$form,$clients,$work,$rep,$commits,$failed,$attempts,$per_commit,$tps,$p50,$p99,$max,$completion,$occ_commits,$writer_commits,$p75,$p90" >>"$CSV"
 	progress "$RUN_NO/$RUN_TOTAL $mode $form clients=$clients work=${work}ms: $commits commits, $(printf "%.0f" "$tps")/s, attempts/commit ${per_commit:-?}, p99 ${p99}ms, give-ups $failed$(
-		[ "$mode" = storm ] && awk -F, -v f="$form" -v r="$rep" '$1 == f && $2 == r { printf ", recovery %s%s", $8, $8 == "never" ? "" : " s" }' "$OUT/storm.csv")"
+		[ "$mode" = storm ] && awk -F, -v f="$form" -v r="$rep" '$1 == f && $2 == r { printf ", recovery (p99, p50) %s, %s", $8, $10 }' "$OUT/storm.csv")"
 	RUN_NO=$((RUN_NO + 1))
 }
 
@@ -575,7 +575,7 @@ contention() {
 # contention_tables: queue mode's targets and guards, from the medians
 contention_tables() {
 	echo
-	echo "### Hot row: $(wc -w <<<"$CONTENTION_CLIENTS" | sed 's/^1$/one client count/; s/^[0-9]*$/& client counts/'), 1 ms of work, median of $ROUNDS interleaved ${DURATION}s rounds"
+	echo "### Hot row: ${CONTENTION_CLIENTS// /, } clients, 1 ms of work, median of $ROUNDS interleaved ${DURATION}s rounds"
 	echo
 	echo "Ideal FIFO wait = N clients / X commits/s of the same run. x pessimistic-1rt: the median over rounds of the ratio to pessimistic-1rt in the same round. Targets for the queue forms: commits/s >= 0.97 x pessimistic-1rt, attempts/commit <= 1.2, p99 <= 1.5 x ideal, 0 give-ups."
 	echo

@@ -205,6 +205,8 @@ storm_timeline() {
 		{ e = $5 * 1000000 + $6; if (e > last) last = e }
 		$3 ~ /^[0-9]+$/ { s = e - $3; if (t0 == "" || s < t0) t0 = s }
 		END { if (t0 != "") printf "%.0f %d", t0, (last - t0) / 1000000 }')"
+	# (pgbench may still wait for calls after its -T: they do not count)
+	[ "$nsec" -le "$STORM_TOTAL" ] || nsec=$STORM_TOTAL
 	[ -n "$t0" ] || die "storm run $form: no transaction in the log"
 	# events: arrival second, latency ms (1e12: a give-up), end second, attempts
 	cat "$dir"/log.* | awk -v t0="$t0" '
@@ -242,7 +244,8 @@ storm_timeline() {
 }
 
 # storm_recovery DIR FORM REP T0 NSEC: "form,rep,stall_start_s,stall_end_s,
-# pre_p50_ms,pre_p99_ms,threshold_ms,recovery_s,after_p99_ms" of one run.
+# pre_p50_ms,pre_p99_ms,threshold_ms,recovery_s,after_p99_ms,recovery_p50_s"
+# of one run.
 # pre-stall: the requests that arrived from second 1 to the last whole
 # second before the stall; threshold: STORM_TOLERANCE x the pre-stall p99;
 # recovered: from the first whole second after the stall's end whose p99,
@@ -252,7 +255,9 @@ storm_timeline() {
 # pgbench was still busy with older ones); the
 # recovery time is from the stall's end to that second's start (0 if the
 # first whole second after the stall is fine).  after_p99: the p99 of the
-# requests that arrived after the stall.
+# requests that arrived after the stall.  recovery_p50: the same for the
+# per-second median against STORM_TOLERANCE x the pre-stall median (the bulk
+# of the requests served as before the stall, whatever the tail does).
 storm_recovery() {
 	local dir=$1 form=$2 rep=$3 t0=$4 nsec=$5 start end
 	start=$(awk -F'|' -v t0="$t0" '$1 == "start" { printf "%.3f", $2 - t0 / 1000000 }' "$dir/stall")
@@ -261,23 +266,28 @@ storm_recovery() {
 		awk -v s="$start" -v e="$end" '
 			$1 >= 1 && $1 + 1 <= s { print "P", $2 }
 			$1 >= e { print "A", $2 }' "$dir/events" | sort -k1,1 -k2,2g
-		awk -F, -v form="$form" -v rep="$rep" '$1 == form && $2 == rep { print "T", $3, $5, $7, $9 }' "$OUT/storm-timeline.csv"
+		awk -F, -v form="$form" -v rep="$rep" '$1 == form && $2 == rep { print "T", $3, $5, $7, $9, $8 }' "$OUT/storm-timeline.csv"
 	} | awk -v s="$start" -v e="$end" -v tol="$STORM_TOLERANCE" -v hold="$STORM_HOLD" -v nsec="$nsec" '
 		function pct(a, n, p,  i) { if (n == 0) return ""; i = int(p * n); if (i < p * n) i++; return a[i] }
 		$1 == "P" { pre[++np] = $2; next }
 		$1 == "A" { aft[++na] = $2; next }
-		$1 == "T" { failed[$2] = $3; arr[$2] = $4; p99[$2] = $5; next }
-		END {
-			pre50 = pct(pre, np, 0.50); pre99 = pct(pre, np, 0.99); thr = tol * pre99
-			rec = "never"
+		$1 == "T" { arr[$2] = $4; p99[$2] = $5; p50[$2] = $6; next }
+		# recovered(P, THR): the time from the stall to the first second
+		# that begins HOLD seconds with per-second percentile P within THR
+		function recovered(p, thr,  b, k, ok) {
 			for (b = int(e) + 1; b + hold <= nsec; b++) {
 				ok = 1
 				for (k = b; k < b + hold; k++)
-					if (arr[k] == 0 || p99[k] == "" || p99[k] > thr) { ok = 0; break }
-				if (ok) { rec = sprintf("%.1f", (b - e > 0) ? b - e : 0); break }
+					if (arr[k] == 0 || p[k] == "" || p[k] > thr) { ok = 0; break }
+				if (ok) return sprintf("%.1f", (b - e > 0) ? b - e : 0)
 			}
+			return "never"
+		}
+		END {
+			pre50 = pct(pre, np, 0.50); pre99 = pct(pre, np, 0.99); thr = tol * pre99
 			after = pct(aft, na, 0.99)
-			printf "%.2f,%.2f,%s,%s,%.3f,%s,%s\n", s, e, pre50, pre99, thr, rec, (after >= 1e12 ? "inf" : after)
+			printf "%.2f,%.2f,%s,%s,%.3f,%s,%s,%s\n", s, e, pre50, pre99, thr, recovered(p99, thr),
+				(after >= 1e12 ? "inf" : after), recovered(p50, tol * pre50)
 		}' | sed "s/^/$form,$rep,/"
 }
 
@@ -285,7 +295,7 @@ storm_recovery() {
 storm() {
 	local rep forms form
 	echo "form,rep,second,commits,failed,attempts,arrivals,p50_ms,p99_ms" >"$OUT/storm-timeline.csv"
-	echo "form,rep,stall_start_s,stall_end_s,pre_p50_ms,pre_p99_ms,threshold_ms,recovery_s,after_p99_ms" >"$OUT/storm.csv"
+	echo "form,rep,stall_start_s,stall_end_s,pre_p50_ms,pre_p99_ms,threshold_ms,recovery_s,after_p99_ms,recovery_p50_s" >"$OUT/storm.csv"
 	STORM_RUN_FORMS=$STORM_FORMS
 	if [[ " $STORM_FORMS " == *" occ-budget "* ]] && ! has_budget; then
 		progress "storm: the server has no retry budget (pg_occ < 0.3.0 or not preloaded): occ-budget skipped"
@@ -317,18 +327,19 @@ storm_table() {
 	echo
 	echo "### Seed 001: a ${STORM_STALL}s stall under open-loop arrivals ($STORM_RATE requests/s, Poisson, $STORM_CLIENTS connections, ${STORM_WORK_MS} ms of work, $([ "$STORM_LOCK_TIMEOUT" = 0 ] && echo "the bodies wait for the lock" || echo "lock_timeout $STORM_LOCK_TIMEOUT, 55P03 retried"))"
 	echo
-	echo "Latency: of the requests that arrived in a second, from their arrival (schedule lag included; a give-up counts as infinite). Recovered: the p99 of $STORM_HOLD consecutive seconds within $STORM_TOLERANCE x the pre-stall p99; the time from the end of the stall (1 s resolution; \"never\": not within the ${STORM_POST}s after it). Commits/s, attempts/commit and give-ups over the whole run."
+	echo "Latency: of the requests that arrived in a second, from their arrival (schedule lag included; a give-up counts as infinite). Recovered: the p99 (p50) of $STORM_HOLD consecutive seconds within $STORM_TOLERANCE x the pre-stall p99 (p50); the time from the end of the stall (1 s resolution; \"never\": not within the ${STORM_POST}s after it). Commits/s, attempts/commit and give-ups over the whole run."
 	echo
-	echo "| form | retry | pre-stall p50 / p99 ms | p99 of arrivals after the stall ms | recovery s | commits/s | attempts/commit | give-ups |"
-	echo "|---|---|---:|---:|---:|---:|---:|---:|"
+	echo "| form | retry | pre-stall p50 / p99 ms | p99 of arrivals after the stall ms | recovery s (p99) | recovery s (p50) | commits/s | attempts/commit | give-ups |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
 	local form
 	for form in $STORM_RUN_FORMS; do
 		awk -F, -v form="$form" -v note="$(storm_form_note "$form")" '
-			function ms(v) { return v >= 1e12 ? "give-ups" : sprintf("%.1f", v) }
+			function ms(v) { return v == "" ? "-" : v >= 1e12 ? "give-ups" : sprintf("%.1f", v) }
 			FILENAME ~ /storm.csv$/ && $1 == form { n++; pre = pre (n > 1 ? ", " : "") ms($5) " / " ms($6)
-				after = after (n > 1 ? ", " : "") ($9 == "inf" ? "give-ups" : sprintf("%.0f", $9)); rec = rec (n > 1 ? ", " : "") $8 }
+				after = after (n > 1 ? ", " : "") ($9 == "inf" ? "give-ups" : sprintf("%.0f", $9)); rec = rec (n > 1 ? ", " : "") $8
+				rec50 = rec50 (n > 1 ? ", " : "") $10 }
 			FILENAME ~ /results.csv$/ && $1 == "storm" && $2 == form { c += $6; a += $8; g += $7; s += $10; m++ }
-			END { printf "| %s | %s | %s | %s | %s | %.0f | %s | %d |\n", form, note, pre, after, rec, (m ? s / m : 0),
+			END { printf "| %s | %s | %s | %s | %s | %s | %.0f | %s | %d |\n", form, note, pre, after, rec, rec50, (m ? s / m : 0),
 				((c > 0 && a > 0) ? sprintf("%.2f", a / c) : "-"), g }' "$OUT/storm.csv" "$CSV"
 	done
 }
@@ -362,7 +373,7 @@ storm_plot() {
 	# (a p99 of 1e12, some requests gave up, is drawn at the run's length)
 	awk -F, -v forms="$STORM_RUN_FORMS" -v top="$((STORM_TOTAL * 1000))" '
 		NR == 1 { next }
-		$2 == 1 { c[$1, $3] = $4; a[$1, $3] = $6; p[$1, $3] = ($9 == "" ? "?" : $9 > top ? top : $9); if ($3 > max) max = $3 }
+		$2 == 1 { c[$1, $3] = $4; a[$1, $3] = ($6 == "" ? "?" : $6); p[$1, $3] = ($9 == "" ? "?" : $9 > top ? top : $9); if ($3 > max) max = $3 }
 		END { n = split(forms, f, " "); line = "second"
 		      for (i = 1; i <= n; i++) line = line " " f[i] " " f[i] " " f[i]; print line
 		      for (t = 0; t <= max; t++) { line = t
@@ -378,6 +389,7 @@ set grid
 set key outside right
 set object 1 rect from $s, graph 0 to $e, graph 1 behind fc rgb 'gray85' fs solid noborder
 set xrange [0:$STORM_TOTAL]
+set lmargin 12
 set multiplot layout 3,1 title 'Seed 001: $STORM_RATE requests/s (Poisson), ${STORM_STALL}s LOCK TABLE stall (shaded), $STORM_CLIENTS connections'
 set ylabel 'commits/s'
 plot for [i=0:$((ncols - 1))] '$data' using (\$1 + 0.5):(column(2 + 3 * i)) with linespoints pt 7 ps 0.4 title columnheader(2 + 3 * i)
