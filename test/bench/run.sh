@@ -583,7 +583,8 @@ contention_tables() {
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 	join -j1 <(summarize contention 1 commits_per_s attempts_per_commit p99_ms give_ups | awk '{ print $1 "/" $2, $0 }' | sort) \
 		<(paired_ratio contention 1 pessimistic-1rt commits_per_s | awk '{ print $1 "/" $2, $3 }' | sort) |
-		cut -d' ' -f2- | sort -k2,2n -k1,1 | awk '
+		cut -d' ' -f2- | awk -v order="$CONTENTION_FORMS" 'BEGIN { n = split(order, o, " "); for (i = 1; i <= n; i++) r[o[i]] = i }
+			{ print (($1 in r) ? r[$1] : 99), $0 }' | sort -k3,3n -k1,1n | cut -d' ' -f2- | awk '
 		{ form[NR] = $1; n[NR] = $2; x[NR] = $3; a[NR] = $4; p[NR] = $5; g[NR] = $6; q[NR] = $7 }
 		END { for (i = 1; i <= NR; i++) {
 			ratio = q[i]; ideal = 1000 * n[i] / x[i]; verdict = ""
@@ -753,11 +754,14 @@ set xtics rotate by -30
 unset key
 set multiplot layout 1,3 title '$title'
 set title 'commits/s'
+set yrange [0:*]
 plot '$data' using 0:2:xtic(1) with boxes lc rgb 'steelblue'
-set title 'attempts per commit'
+set title 'attempts per commit (log)'
 set logscale y
+set yrange [0.5:*]
 plot '$data' using 0:3:xtic(1) with boxes lc rgb 'dark-orange'
-set title 'p99 latency (ms)'
+set title 'p99 latency (ms, log)'
+set yrange [1:*]
 plot '$data' using 0:4:xtic(1) with boxes lc rgb 'dark-red'
 unset multiplot
 EOF
