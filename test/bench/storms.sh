@@ -398,15 +398,15 @@ plot for [i=0:$((ncols - 1))] '$data' using (\$1 + 0.5):(column(2 + 3 * i)) with
 set ylabel 'attempts/s'
 set logscale y
 plot for [i=0:$((ncols - 1))] '$data' using (\$1 + 0.5):(column(3 + 3 * i) > 0 ? column(3 + 3 * i) : 1/0) with linespoints pt 7 ps 0.4 title columnheader(3 + 3 * i)
-set ylabel 'p99 latency (ms) of arrivals'
+set ylabel 'p99 latency (ms) of arrivals (top: give-ups)'
 set xlabel 'seconds since the start (commits, attempts: by end of the call; latency: by arrival)'
 plot for [i=0:$((ncols - 1))] '$data' using (\$1 + 0.5):(column(4 + 3 * i)) with linespoints pt 7 ps 0.4 title columnheader(4 + 3 * i)
 unset multiplot
 EOF
 }
 
-# burst_plot: per-client latency, sorted (the seed's per-strategy view), and
-# the requests sent, first round
+# burst_plot: per-client latency, sorted (the seed's per-strategy view), of
+# the first round, and the requests sent (median of the rounds)
 burst_plot() {
 	local data="$OUT/runs/plot-burst.dat" bars="$OUT/runs/plot-burst-requests.dat" form n
 	: >"$data"
@@ -416,7 +416,7 @@ burst_plot() {
 		n=$(wc -l <"$OUT/runs/burst-$form-lat")
 		{ echo "\"$form\""; awk -v n="$n" '{ printf "%.4f %s\n", NR / n, $1 }' "$OUT/runs/burst-$form-lat"; echo; echo; } >>"$data"
 	done
-	awk -F, '$1 == "burst" && $5 == 1 { print "\"" $2 "\"", $8 }' "$CSV" >"$bars"
+	summarize burst "$STORM_WORK_MS" attempts | awk '{ print "\"" $1 "\"", $3 }' >"$bars"
 	[ -s "$data" ] || return 0
 	gnuplot <<EOF 2>&1 | { grep -v "empty x range\|empty y range" || true; } >&2
 set terminal $TERMINAL size 1100,500 noenhanced
@@ -424,14 +424,14 @@ set output '$OUT/burst.png'
 $(line_styles)
 set grid
 set multiplot layout 1,2 title 'Seed 003: a burst of $BURST_CLIENTS requests, 20% at once, the rest over ${BURST_WINDOW_MS} ms'
-set xlabel 'fraction of clients (sorted by latency)'
+set xlabel 'fraction of clients, sorted by latency (first round)'
 set ylabel 'latency ms'
 set logscale y
-set key left top
+set key right bottom
 plot for [i=0:*] '$data' index i using 1:2 with lines title columnheader(1)
 unset logscale y
 set xlabel ''
-set ylabel 'requests sent (attempts)'
+set ylabel 'requests sent (attempts, median of the rounds)'
 set yrange [0:*]
 set style fill solid 0.6
 set boxwidth 0.6
