@@ -46,7 +46,7 @@
 # hot row at 64 clients for pessimistic-1rt, pgbench-retry, occ-backoff and
 # occ-queue (one round, no guards), then storm and burst.  --full runs every
 # mode (the sweep, fixed work, overhead, the full contention mode, storm and
-# burst: about 30 minutes); --quick runs them all briefly (CI).
+# burst: about 35 minutes); --quick runs them all briefly (CI).
 #
 # After every run the hot row must have grown by exactly the number of
 # commits pgbench counted (and, for occ forms, occ.stats must agree): if
@@ -144,8 +144,8 @@ Usage: $0 [--quick | --full] [options]
                        burst, with their tables and plots
   --full               every mode: sweep, fixed work, overhead, contention
                        (16, 64, 128 clients, guards, 3 rounds), storm, burst;
-                       about 30 minutes
-  --quick              CI check (< 2 min): every mode briefly, every form, nothing lost
+                       about 35 minutes
+  --quick              CI check (about 3 min): every mode briefly, every form, nothing lost
   --sweep-only | --fixed-work-only | --overhead-only | --contention-only |
   --storm-only | --burst-only
                        only these modes (may be combined; with their full
@@ -210,6 +210,7 @@ parse_args() {
 	local arg modes=""
 	for arg in "$@"; do
 		case $arg in
+			-h | --help) usage 0 ;;
 			--quick) PROFILE=quick ;;
 			--full) PROFILE=full ;;
 			--sweep-only) ONLY="$ONLY sweep" ;;

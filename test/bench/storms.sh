@@ -229,7 +229,7 @@ storm_timeline() {
 		}
 		BEGIN { cur = -1 }
 		$1 == "L" { if ($2 + 0 != cur) { flush(); cur = $2 + 0 } lat[++n] = $3; next }
-		$1 == "E" { commits[$2] += $3; failed[$2] += $4; if (!sampled) att[$2] += $5; next }
+		$1 == "E" { commits[$2] += $3; failed[$2] += $4; if (form == "pgbench-retry") att[$2] += $5; next }
 		$1 == "S" { st[++ns] = $2 - t0 / 1000000; sv[ns] = $3; next }
 		END { flush()
 		      # sampled attempts: the rate of the sampling interval that
