@@ -71,7 +71,7 @@ SELF="$HERE/$(basename "${BASH_SOURCE[0]}")"
 PGB=$(cd "$HERE/../pgbench" && pwd)
 ALL_FORMS="pessimistic pessimistic-1rt pgbench-retry occ-defaults occ-backoff occ-queue occ-queue-key occ-none occ-full occ-equal occ-decorrelated occ-bounded occ-multiplicative occ-normal"
 EXTRA_FORMS="mixed-gate mixed-nogate"
-# shellcheck source=storms.sh
+# shellcheck source=test/bench/storms.sh
 . "$HERE/storms.sh"
 
 # Defaults of the modes (the profiles below change some of them)
@@ -428,7 +428,8 @@ run_one() {
 	case $mode in
 		fixed) length=(-t 1) ;;
 		# burst: each client's first transaction waits for its arrival, the
-		# second is the call (occ_storm.sql)
+		# second is the call (occ_storm.sql): an awk condition on the log
+		# shellcheck disable=SC2016
 		burst) length=(-t 2); filter='$2 == 2' ;;
 		# storm: pgbench's clock starts while it connects, about a second
 		# before the first request; the timeline starts with that request
