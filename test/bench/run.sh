@@ -429,8 +429,7 @@ run_one() {
 		fixed) length=(-t 1) ;;
 		# burst: each client's first transaction waits for its arrival, the
 		# second is the call (occ_storm.sql): an awk condition on the log
-		# shellcheck disable=SC2016
-		burst) length=(-t 2); filter='$2 == 2' ;;
+		burst) length=(-t 2); filter="\$2 == 2" ;;
 		# storm: pgbench's clock starts while it connects, about a second
 		# before the first request; the timeline starts with that request
 		storm) length=(-T $((STORM_TOTAL + 1)) --rate "$STORM_RATE") ;;
