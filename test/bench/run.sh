@@ -70,7 +70,6 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SELF="$HERE/$(basename "${BASH_SOURCE[0]}")"
 PGB=$(cd "$HERE/../pgbench" && pwd)
 ALL_FORMS="pessimistic pessimistic-1rt pgbench-retry occ-defaults occ-backoff occ-queue occ-queue-key occ-none occ-full occ-equal occ-decorrelated occ-bounded occ-multiplicative occ-normal"
-EXTRA_FORMS="mixed-gate mixed-nogate"
 # shellcheck source=test/bench/storms.sh
 . "$HERE/storms.sh"
 
@@ -535,9 +534,12 @@ fixed_work() {
 	done
 }
 
-# in_turn REP A B: "A B" in odd rounds, "B A" in even ones
+# in_turn REP FORM...: the forms in order in odd rounds, reversed in even
+# ones, so that no form always runs first (after a VACUUM) or last
 in_turn() {
-	if [ $(($1 % 2)) = 1 ]; then echo "$2 $3"; else echo "$3 $2"; fi
+	local rep=$1
+	shift
+	if [ $((rep % 2)) = 1 ]; then echo "$*"; else printf '%s\n' "$@" | tac | xargs; fi
 }
 
 # contention: queue mode against the lock and against backoff on the hot row
@@ -549,10 +551,8 @@ in_turn() {
 contention() {
 	local rep clients form forms
 	for rep in $(seq "$ROUNDS"); do
-		# odd rounds run each workload's forms in order, even rounds in
-		# reverse, so that no form always runs first (after a VACUUM) or last
-		forms=$CONTENTION_FORMS
-		[ $((rep % 2)) = 1 ] || forms=$(tr ' ' '\n' <<<"$forms" | tac | xargs)
+		# shellcheck disable=SC2086 # a list of forms
+		forms=$(in_turn "$rep" $CONTENTION_FORMS)
 		for clients in $CONTENTION_CLIENTS; do
 			for form in $forms; do
 				HOT_PCT=100 run_one contention "$form" "$clients" 1 "$rep"

@@ -295,7 +295,7 @@ storm_recovery() {
 
 # storm: every storm form once per round, in alternate order
 storm() {
-	local rep forms form
+	local rep form
 	echo "form,rep,second,commits,failed,attempts,arrivals,p50_ms,p99_ms" >"$OUT/storm-timeline.csv"
 	echo "form,rep,stall_start_s,stall_end_s,pre_p50_ms,pre_p99_ms,threshold_ms,recovery_s,after_p99_ms,recovery_p50_s" >"$OUT/storm.csv"
 	STORM_RUN_FORMS=$STORM_FORMS
@@ -304,9 +304,8 @@ storm() {
 		STORM_RUN_FORMS=$(tr ' ' '\n' <<<"$STORM_FORMS" | grep -vx occ-budget | xargs)
 	fi
 	for rep in $(seq "$STORM_ROUNDS"); do
-		forms=$STORM_RUN_FORMS
-		[ $((rep % 2)) = 1 ] || forms=$(tr ' ' '\n' <<<"$forms" | tac | xargs)
-		for form in $forms; do
+		# shellcheck disable=SC2086 # a list of forms
+		for form in $(in_turn "$rep" $STORM_RUN_FORMS); do
 			run_one storm "$form" "$STORM_CLIENTS" "$STORM_WORK_MS" "$rep"
 		done
 	done
@@ -314,11 +313,10 @@ storm() {
 
 # burst: every burst form once per round, in alternate order
 burst() {
-	local rep forms form
+	local rep form
 	for rep in $(seq "$BURST_ROUNDS"); do
-		forms=$BURST_FORMS
-		[ $((rep % 2)) = 1 ] || forms=$(tr ' ' '\n' <<<"$forms" | tac | xargs)
-		for form in $forms; do
+		# shellcheck disable=SC2086 # a list of forms
+		for form in $(in_turn "$rep" $BURST_FORMS); do
 			run_one burst "$form" "$BURST_CLIENTS" "$STORM_WORK_MS" "$rep"
 		done
 	done
