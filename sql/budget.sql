@@ -43,18 +43,19 @@ SET client_min_messages = log;
 \set VERBOSITY terse
 SELECT setval('budget_seq', 1, false);
 CALL occ.retry('SELECT nextval($$budget_seq$$); SELECT budget_fail_until(2)', key => 'budget:1');
-RESET client_min_messages;
 SELECT attempts, slept, outcome FROM occ.last_retry();
 SELECT budget_tokens, budget_refusals, last_storm IS NOT NULL AS storm_began FROM occ.stats_info;
 SELECT calls, commits, attempts, queued FROM occ.stats WHERE query LIKE '%budget_fail_until(2)';
 
 -- refused again while it holds the gate: it gives up, with the failure's
--- SQLSTATE and a detail that names the budget
+-- SQLSTATE and a detail that names the budget (and no LOG line: the last
+-- one was less than 10 s ago)
 \set VERBOSITY default
 SELECT setval('budget_seq', 1, false);
 CALL occ.retry('SELECT nextval($$budget_seq$$); SELECT budget_fail_until(5)');
 \echo :LAST_ERROR_SQLSTATE
 \set VERBOSITY terse
+RESET client_min_messages;
 SELECT attempts, last_sqlstate, outcome FROM occ.last_retry();
 SELECT budget_refusals FROM occ.stats_info;
 SELECT calls, gave_up, queued FROM occ.stats WHERE query LIKE '%budget_fail_until(5)';

@@ -37,7 +37,8 @@ SELECT v FROM np;
 SELECT count(*) AS gates_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 20291;
 
 -- Without preloading there is no retry budget: occ.retry_budget can be set,
--- but every retry runs (this one would be refused with 0.5 tokens at most),
+-- but every retry runs (this one would be refused with 0.5 tokens at most;
+-- a WARNING says so, once per session),
 -- and occ.stats_info, which shows the budget, needs preloading
 SET occ.retry_budget = 0.5;
 SET occ.contention = 'backoff';

@@ -118,11 +118,26 @@ occ_budget_refill(TimestampTz now)
 	occ_budget->tokens = Min(occ_budget->tokens, occ_retry_budget);
 }
 
-/* occ_budget_enabled: is there a budget to draw on? */
+/*
+ * occ_budget_enabled: is there a budget to draw on?  A budget set without
+ * preloading is not: say so, once per session.
+ */
 static bool
 occ_budget_enabled(void)
 {
-	return occ_budget != NULL && occ_retry_budget > 0;
+	static bool warned = false;
+
+	if (occ_retry_budget <= 0)
+		return false;
+	if (occ_budget == NULL && !warned)
+	{
+		warned = true;
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("occ.retry_budget is set, but there is no retry budget without preloading"),
+				 errhint("Add pg_occ to shared_preload_libraries in postgresql.conf and restart the server.")));
+	}
+	return occ_budget != NULL;
 }
 
 /* occ_budget_deposit: a call committed: deposit occ.retry_budget_ratio */
