@@ -55,8 +55,9 @@ typedef struct OccResultReceiver
 	DestReceiver pub;			/* must be first */
 	MemoryContext cxt;			/* this struct, and the rows */
 	MemoryContext rowcxt;		/* scratch for one row, reset per row */
-	bool		have_rows;		/* a statement has returned rows (maybe 0) */
-	TupleDesc	tupdesc;		/* its row type, blessed for row_to_json */
+	TupleDesc	tupdesc;		/* row type of the latest statement that
+								 * returns rows (blessed for row_to_json);
+								 * NULL until one does */
 	StringInfoData json;		/* "[{...},{...}" so far */
 	int64		nrows;
 	int64		nkept;			/* rows in json: all, unless overflowed */
@@ -74,13 +75,12 @@ occ_result_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 	OccResultReceiver *r = (OccResultReceiver *) self;
 	MemoryContext old = MemoryContextSwitchTo(r->cxt);
 
-	if (r->have_rows)
+	if (r->tupdesc != NULL)
 	{
 		if (!r->overflowed)
 			pfree(r->json.data);
 		FreeTupleDesc(r->tupdesc);
 	}
-	r->have_rows = true;
 	r->overflowed = false;
 	r->nrows = r->nkept = 0;
 	r->tupdesc = BlessTupleDesc(CreateTupleDescCopy(typeinfo));
@@ -175,7 +175,7 @@ occ_result_jsonb(DestReceiver *self, Datum *jsonb)
 {
 	OccResultReceiver *r = (OccResultReceiver *) self;
 
-	if (!r->have_rows)
+	if (r->tupdesc == NULL)
 		return false;
 	if (r->overflowed && r->nrows > OCC_RESULT_MAX_ROWS)
 		ereport(ERROR,

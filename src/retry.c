@@ -122,7 +122,6 @@ typedef struct OccRetrySpec
 	OccSqlstates *retry_on;
 	OccContention contention;
 	const char *key;			/* contention key given, or NULL */
-	bool		want_result;	/* the form returns the body's result */
 } OccRetrySpec;
 
 /* One call: what it was asked, what has happened so far */
@@ -704,6 +703,21 @@ occ_wait_gate(OccCall *call, OccGate *gate)
 }
 
 /*
+ * occ_call_gate: the gate of the call's key (given, or derived from the body
+ * and its parameters), in cxt: queue mode's from the start, backoff mode's
+ * once the retry budget refuses a retry
+ */
+static OccGate *
+occ_call_gate(const OccRetrySpec *spec, MemoryContext cxt)
+{
+	OccGate    *gate = MemoryContextAlloc(cxt, sizeof(OccGate));
+
+	occ_gate_prepare(gate, spec->key, spec->sql_hash, spec->nargs, spec->argtypes,
+					 spec->values, spec->nulls);
+	return gate;
+}
+
+/*
  * occ_outputs: which form was called, from the row type it returns: the
  * names of its INOUT arguments.  0.1.0's and 0.2.0's declarations have only
  * the form without outputs and the one with attempts and slept.
@@ -775,7 +789,6 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 				 errhint("COMMIT before CALL occ.retry(...), or move those statements into its body.")));
 	occ_outputs(fcinfo, &outputs);
 	occ_read_spec(fcinfo, outputs.tupdesc ? outputs.tupdesc->natts : 0, spec);
-	spec->want_result = (outputs.result >= 0);
 	if (RecoveryInProgress() && strcmp(spec->isolation, "serializable") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -798,11 +811,7 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 									   ALLOCSET_DEFAULT_SIZES);
 	body = palloc0(sizeof(OccBody *));
 	if (spec->contention == OCC_CONTENTION_QUEUE)
-	{
-		gate = palloc(sizeof(OccGate));
-		occ_gate_prepare(gate, spec->key, spec->sql_hash, spec->nargs, spec->argtypes,
-						 spec->values, spec->nulls);
-	}
+		gate = occ_call_gate(spec, callcxt);
 	SPI_commit();
 
 	/* queue mode: a call on a hot key queues before its first attempt */
@@ -825,7 +834,7 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 			result->attempts++;
 			occ_current_attempt = result->attempts;
 			edata = occ_run_attempt(spec, body, attemptcxt, &at_commit,
-									spec->want_result ? &rows : NULL);
+									outputs.result >= 0 ? &rows : NULL);
 			occ_current_attempt = 0;
 			if (gate != NULL)
 				occ_gate_observe(gate, edata != NULL);
@@ -876,11 +885,7 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 			if (refused)
 			{
 				if (gate == NULL)
-				{
-					gate = MemoryContextAlloc(callcxt, sizeof(OccGate));
-					occ_gate_prepare(gate, spec->key, spec->sql_hash, spec->nargs,
-									 spec->argtypes, spec->values, spec->nulls);
-				}
+					gate = occ_call_gate(spec, callcxt);
 				if (gate->bypassed || occ_gate_still_held(gate))
 					why = psprintf("gave up after %d attempt%s: the server's retry budget is exhausted",
 								   result->attempts, occ_plural(result->attempts));

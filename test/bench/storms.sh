@@ -295,7 +295,6 @@ storm_recovery() {
 
 # storm: every storm form once per round, in alternate order
 storm() {
-	local rep form
 	echo "form,rep,second,commits,failed,attempts,arrivals,p50_ms,p99_ms" >"$OUT/storm-timeline.csv"
 	echo "form,rep,stall_start_s,stall_end_s,pre_p50_ms,pre_p99_ms,threshold_ms,recovery_s,after_p99_ms,recovery_p50_s" >"$OUT/storm.csv"
 	STORM_RUN_FORMS=$STORM_FORMS
@@ -303,21 +302,24 @@ storm() {
 		progress "storm: the server has no retry budget (pg_occ < 0.3.0 or not preloaded): occ-budget skipped"
 		STORM_RUN_FORMS=$(tr ' ' '\n' <<<"$STORM_FORMS" | grep -vx occ-budget | xargs)
 	fi
-	for rep in $(seq "$STORM_ROUNDS"); do
-		# shellcheck disable=SC2086 # a list of forms
-		for form in $(in_turn "$rep" $STORM_RUN_FORMS); do
-			run_one storm "$form" "$STORM_CLIENTS" "$STORM_WORK_MS" "$rep"
-		done
-	done
+	# shellcheck disable=SC2086 # a list of forms
+	in_rounds storm "$STORM_ROUNDS" "$STORM_CLIENTS" $STORM_RUN_FORMS
 }
 
 # burst: every burst form once per round, in alternate order
 burst() {
-	local rep form
-	for rep in $(seq "$BURST_ROUNDS"); do
-		# shellcheck disable=SC2086 # a list of forms
-		for form in $(in_turn "$rep" $BURST_FORMS); do
-			run_one burst "$form" "$BURST_CLIENTS" "$STORM_WORK_MS" "$rep"
+	# shellcheck disable=SC2086 # a list of forms
+	in_rounds burst "$BURST_ROUNDS" "$BURST_CLIENTS" $BURST_FORMS
+}
+
+# in_rounds MODE ROUNDS CLIENTS FORM...: run every form once per round, in
+# alternate order (in_turn), with the storm's work per transaction
+in_rounds() {
+	local mode=$1 rounds=$2 clients=$3 rep form
+	shift 3
+	for rep in $(seq "$rounds"); do
+		for form in $(in_turn "$rep" "$@"); do
+			run_one "$mode" "$form" "$clients" "$STORM_WORK_MS" "$rep"
 		done
 	done
 }
