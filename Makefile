@@ -4,7 +4,7 @@ EXTVERSION = $(shell grep default_version $(srcdir)/$(EXTENSION).control | sed -
 
 MODULE_big = pg_occ
 OBJS = src/pg_occ.o src/guc.o src/sqlstate.o src/backoff.o src/sleep.o src/gate.o src/plan_cache.o src/result.o src/budget.o src/retry.o src/stats.o
-HEADERS = src/pg_occ.h
+HEADERS = src/pg_occ.h src/compat.h
 
 # paths relative to the source directory ($(srcdir), set by PGXS), which
 # differs from the current one in an out-of-tree (VPATH) build

@@ -9,8 +9,7 @@
  * purpose: GUCs, SQLSTATE lists, backoff math, sleeping, the gate, the
  * retry loop, the plan cache for bodies, the body's result, and statistics.
  *
- * This header is also the one place that deals with PostgreSQL versions:
- * see "PostgreSQL version compatibility" below.
+ * PostgreSQL versions are dealt with in compat.h, and only there.
  *
  *-------------------------------------------------------------------------
  */
@@ -26,68 +25,7 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
-/* ----------------------------------------------------------------
- * PostgreSQL version compatibility
- *
- * Version-specific code lives here and only here, keyed on PG_VERSION_NUM;
- * the .c files use the names below whatever the version.  Tested with 15,
- * 17 and 18.
- * ----------------------------------------------------------------
- */
-
-/* We rely on shmem_request_hook, MarkGUCPrefixReserved and pg_prng, all new in 15. */
-#if PG_VERSION_NUM < 150000
-#error "pg_occ requires PostgreSQL 15 or later"
-#endif
-
-/*
- * occ_guc_malloc, occ_guc_free: memory for a GUC check hook's extra.  From
- * 16 on, PostgreSQL frees it with guc_free(), which accepts only memory from
- * guc_malloc(); before, it used free().  Both return NULL when out of memory
- * (guc_malloc logs it at LOG).
- */
-#if PG_VERSION_NUM >= 160000
-#define occ_guc_malloc(size) guc_malloc(LOG, (size))
-#define occ_guc_free(ptr) guc_free(ptr)
-#else
-#define occ_guc_malloc(size) malloc(size)
-#define occ_guc_free(ptr) free(ptr)
-#endif
-
-/*
- * pg_noreturn: 18 replaced pg_attribute_noreturn() by pg_noreturn, a
- * function specifier (C11 _Noreturn); write it before the function's name.
- */
-#if PG_VERSION_NUM < 180000
-#define pg_noreturn pg_attribute_noreturn()
-#endif
-
-/*
- * occ_lock_held_by_me(tag, mode): does this backend hold the lock tag in
- * exactly mode?  17 added LockHeldByMe's third argument, orstronger (false
- * keeps the old meaning).
- */
-#if PG_VERSION_NUM >= 170000
-#define occ_lock_held_by_me(tag, mode) LockHeldByMe((tag), (mode), false)
-#else
-#define occ_lock_held_by_me(tag, mode) LockHeldByMe((tag), (mode))
-#endif
-
-/*
- * occ_lock_acquire_extended(tag, mode, session, dontwait, reporterr,
- * locallockp): LockAcquireExtended.  18 added a last argument,
- * logLockFailure; false keeps the old behaviour (LockAcquire passes false
- * too: no log_lock_failures message when dontwait finds the lock taken).
- */
-#if PG_VERSION_NUM >= 180000
-#define occ_lock_acquire_extended(tag, mode, session, dontwait, reporterr, locallockp) \
-	LockAcquireExtended((tag), (mode), (session), (dontwait), (reporterr), (locallockp), false)
-#else
-#define occ_lock_acquire_extended(tag, mode, session, dontwait, reporterr, locallockp) \
-	LockAcquireExtended((tag), (mode), (session), (dontwait), (reporterr), (locallockp))
-#endif
-
-/* ---------------- end of version compatibility ---------------- */
+#include "compat.h"
 
 /* How occ.retry handles contention, in the order of occ.contention's options */
 typedef enum OccContention
