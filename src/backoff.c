@@ -44,59 +44,9 @@ PG_FUNCTION_INFO_V1(occ_setseed);
 /* Relative standard deviation of the normal strategy (seed 001's Jitter) */
 #define OCC_NORMAL_SPREAD 0.1
 
-/*
- * Longest delay we accept, in microseconds: 100 days.  A longer cap is
- * nonsense for a retry, and refusing it keeps every result exactly
- * representable as an interval of microseconds.
- */
-#define OCC_MAX_DELAY_USEC (100.0 * USECS_PER_DAY)
-
 /* The session's generator; seeded on first use unless occ.setseed ran */
 static pg_prng_state occ_prng;
 static bool occ_prng_seeded = false;
-
-/*
- * occ_parse_jitter: map a strategy name to its enum value, or fail with the
- * list of valid names.
- */
-OccJitter
-occ_parse_jitter(const char *name)
-{
-	for (const struct config_enum_entry *e = occ_jitter_options; e->name != NULL; e++)
-	{
-		if (pg_strcasecmp(name, e->name) == 0)
-			return (OccJitter) e->val;
-	}
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("unknown backoff strategy \"%s\"", name),
-			 errhint("Valid strategies are: %s.", occ_enum_names(occ_jitter_options))));
-	pg_unreachable();
-}
-
-/*
- * occ_interval_to_usec: an interval as microseconds, counting a day as 24
- * hours and a month as 30 days, as interval arithmetic does.  Negative and
- * absurdly long spans are refused; "what" names the argument in the error.
- */
-double
-occ_interval_to_usec(const Interval *span, const char *what)
-{
-	double		usec = (double) span->time +
-		((double) span->month * DAYS_PER_MONTH + span->day) * USECS_PER_DAY;
-
-	if (usec < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be negative", what),
-				 errhint("Pass a positive interval, such as '10 ms'.")));
-	if (usec > OCC_MAX_DELAY_USEC)
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERVAL_FIELD_OVERFLOW),
-				 errmsg("%s must not exceed 100 days", what),
-				 errhint("Retry delays are meant to be short; pass a smaller interval.")));
-	return usec;
-}
 
 /* occ_usec_to_interval: microseconds (already rounded) as a time-only interval */
 Interval *
@@ -106,30 +56,6 @@ occ_usec_to_interval(double usec)
 
 	result->time = (int64) usec;
 	return result;
-}
-
-/*
- * occ_check_backoff: refuse parameters for which the formulas make no sense,
- * rather than clamping them silently.
- */
-void
-occ_check_backoff(const OccBackoff *b)
-{
-	if (b->base <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("base delay must be positive"),
-				 errhint("Pass an interval of at least one microsecond, such as '1 ms'.")));
-	if (b->cap < b->base)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cap must not be less than the base delay"),
-				 errhint("Pass a cap of at least the base delay.")));
-	if (isnan(b->factor) || b->factor < 1 || isinf(b->factor))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("factor must be a finite number of at least 1"),
-				 errhint("Use 2 to double the delay after each attempt, or 1 for a constant delay.")));
 }
 
 /*
@@ -243,24 +169,6 @@ occ_random_draw(void)
 }
 
 /*
- * occ_backoff_args: the backoff of a call whose base, cap, jitter and factor
- * arguments start at position first; an argument that is NULL (or omitted,
- * its default being NULL) takes the value of its occ.* setting.  Checked.
- */
-void
-occ_backoff_args(FunctionCallInfo fcinfo, int first, OccBackoff *b)
-{
-	b->base = PG_ARGISNULL(first) ? rint(occ_base_delay * 1000.0) :
-		occ_interval_to_usec(PG_GETARG_INTERVAL_P(first), "base");
-	b->cap = PG_ARGISNULL(first + 1) ? rint(occ_max_delay * 1000.0) :
-		occ_interval_to_usec(PG_GETARG_INTERVAL_P(first + 1), "cap");
-	b->jitter = PG_ARGISNULL(first + 2) ? (OccJitter) occ_jitter :
-		occ_parse_jitter(text_to_cstring(PG_GETARG_TEXT_PP(first + 2)));
-	b->factor = PG_ARGISNULL(first + 3) ? occ_factor : PG_GETARG_FLOAT8(first + 3);
-	occ_check_backoff(b);
-}
-
-/*
  * occ.backoff(attempt, base, cap, jitter, factor, prev, draw) returns interval
  *
  * Not strict: a NULL attempt gives NULL; base, cap, jitter and factor default
@@ -282,7 +190,7 @@ occ_backoff(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("attempt must not be negative"),
 				 errhint("Attempt 0 is the delay before the first retry.")));
-	occ_backoff_args(fcinfo, 1, &b);
+	occ_args_backoff(fcinfo, 1, &b);
 
 	prev = b.base;
 	if (!PG_ARGISNULL(5))

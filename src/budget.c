@@ -30,8 +30,6 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
-#include "storage/ipc.h"
-#include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/timestamp.h"
@@ -58,28 +56,22 @@ typedef struct OccBudgetShared
 
 static OccBudgetShared *occ_budget = NULL;
 
-static shmem_request_hook_type occ_prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type occ_prev_shmem_startup_hook = NULL;
-
-/* occ_budget_shmem_request: reserve the bucket */
-static void
-occ_budget_shmem_request(void)
+/* occ_budget_shmem_size: the shared memory of the bucket */
+Size
+occ_budget_shmem_size(void)
 {
-	if (occ_prev_shmem_request_hook)
-		occ_prev_shmem_request_hook();
-	RequestAddinShmemSpace(MAXALIGN(sizeof(OccBudgetShared)));
+	return MAXALIGN(sizeof(OccBudgetShared));
 }
 
-/* occ_budget_shmem_startup: create the bucket, full, or attach to it */
-static void
-occ_budget_shmem_startup(void)
+/*
+ * occ_budget_shmem_init: create the bucket, full, or attach to it; called
+ * at startup holding AddinShmemInitLock
+ */
+void
+occ_budget_shmem_init(void)
 {
 	bool		found;
 
-	if (occ_prev_shmem_startup_hook)
-		occ_prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	occ_budget = ShmemInitStruct("pg_occ retry budget", sizeof(OccBudgetShared), &found);
 	if (!found)
 	{
@@ -88,17 +80,6 @@ occ_budget_shmem_startup(void)
 		occ_budget->tokens = occ_retry_budget;
 		occ_budget->refilled = GetCurrentTimestamp();
 	}
-	LWLockRelease(AddinShmemInitLock);
-}
-
-/* occ_budget_init: hook shared memory; called from _PG_init when preloading */
-void
-occ_budget_init(void)
-{
-	occ_prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = occ_budget_shmem_request;
-	occ_prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = occ_budget_shmem_startup;
 }
 
 /*

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * gate.c
- *		Queue mode: a FIFO gate per contention key, and the temperature of
- *		keys that decides which calls queue.
+ *		The FIFO gate of a contention key: a lock, waited for between
+ *		transactions; and occ.gate(key).
  *
  * A gate is a lock in PostgreSQL's heavyweight lock manager, in the user
  * (advisory) lock method, whose tag pg_occ reserves: field4 is
@@ -32,15 +32,9 @@
  * rollback runs that cleanup, and afterwards release whatever we hold before
  * rethrowing, so an interrupted wait never leaves a gate behind.
  *
- * Temperature: with pg_occ preloaded, each key hashes to one of
- * OCC_HEAT_SLOTS slots in shared memory, each a pair of exponentially
- * decaying counts (time constant OCC_HEAT_TAU_USEC): attempts that ran
- * without the gate, and attempts that failed.  A key is hot while its
- * recent failures are at least OCC_HOT_MIN_FAILURES and at least
- * OCC_HOT_FAILURE_RATIO of its ungated attempts.  Calls on a hot key take
- * the gate before their first attempt, except one admission in
- * OCC_PROBE_ONE_IN, which runs optimistically to re-measure.  Without
- * preloading no key is hot: calls queue after their first failure.
+ * This file is the mechanism only: which key a call waits for is key.c's,
+ * whether and when it waits is policy.c's.  OccGate is opaque: a key's lock
+ * tag, and whether we hold it.
  *
  *-------------------------------------------------------------------------
  */
@@ -49,19 +43,13 @@
 #include <math.h>
 
 #include "access/xact.h"
-#include "common/hashfn.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "storage/ipc.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
-#include "storage/shmem.h"
-#include "storage/spin.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
-#include "utils/timestamp.h"
 
 #include "pg_occ.h"
 
@@ -73,111 +61,13 @@ PG_FUNCTION_INFO_V1(occ_gate);
 /* the gates' lock mode: one holder at a time */
 #define OCC_GATE_LOCKMODE ExclusiveLock
 
-/* temperature slots in shared memory, and how they decide */
-#define OCC_HEAT_SLOTS 4096
-#define OCC_HEAT_TAU_USEC 1000000.0
-#define OCC_HOT_MIN_FAILURES 1.0
-#define OCC_HOT_FAILURE_RATIO 0.25
-#define OCC_PROBE_ONE_IN 64
-
-typedef struct OccHeatSlot
+/* A gate: the lock of one key */
+struct OccGate
 {
-	slock_t		mutex;
-	TimestampTz updated;		/* when the counts below were last decayed */
-	double		ungated;		/* decaying count of attempts run ungated */
-	double		failures;		/* decaying count of failed attempts */
-} OccHeatSlot;
-
-static OccHeatSlot *occ_heat = NULL;
-
-static shmem_request_hook_type occ_prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type occ_prev_shmem_startup_hook = NULL;
-
-/* occ_gate_shmem_request: reserve the temperature slots */
-static void
-occ_gate_shmem_request(void)
-{
-	if (occ_prev_shmem_request_hook)
-		occ_prev_shmem_request_hook();
-	RequestAddinShmemSpace(mul_size(OCC_HEAT_SLOTS, sizeof(OccHeatSlot)));
-}
-
-/* occ_gate_shmem_startup: create or attach to the temperature slots */
-static void
-occ_gate_shmem_startup(void)
-{
-	bool		found;
-
-	if (occ_prev_shmem_startup_hook)
-		occ_prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	occ_heat = ShmemInitStruct("pg_occ gate temperature",
-							   mul_size(OCC_HEAT_SLOTS, sizeof(OccHeatSlot)), &found);
-	if (!found)
-	{
-		memset(occ_heat, 0, mul_size(OCC_HEAT_SLOTS, sizeof(OccHeatSlot)));
-		for (int i = 0; i < OCC_HEAT_SLOTS; i++)
-			SpinLockInit(&occ_heat[i].mutex);
-	}
-	LWLockRelease(AddinShmemInitLock);
-}
-
-/* occ_gate_init: called from _PG_init while shared_preload_libraries loads */
-void
-occ_gate_init(void)
-{
-	occ_prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = occ_gate_shmem_request;
-	occ_prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = occ_gate_shmem_startup;
-}
-
-/*
- * occ_gate_key_hash: the hash of a key given as text (occ.retry's key, or
- * occ.gate's), after checking it.
- */
-uint64
-occ_gate_key_hash(const char *key, const char *what)
-{
-	if (key[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be empty", what),
-				 errhint("Name what the transaction contends on, for example 'account:' || id.")));
-	return occ_hash_text(key);
-}
-
-/*
- * occ_gate_derive_hash: the key of a call that gives none: the body's text
- * and the text of each parameter value, so that a body with WHERE id = $1
- * gets one gate per row; body_hash is the hash of the body's text.
- */
-static uint64
-occ_gate_derive_hash(uint64 body_hash, int nargs, const Oid *argtypes,
-					 const Datum *values, const char *nulls)
-{
-	uint64		hash = body_hash;
-
-	for (int i = 0; i < nargs; i++)
-	{
-		Oid			typoutput;
-		bool		isvarlena;
-		char	   *text;
-
-		if (nulls[i] == 'n')
-		{
-			hash = hash_combine64(hash, 0);
-			continue;
-		}
-		getTypeOutputInfo(argtypes[i], &typoutput, &isvarlena);
-		text = OidOutputFunctionCall(typoutput, values[i]);
-		hash = hash_combine64(hash, hash_bytes_extended((const unsigned char *) text,
-														strlen(text), argtypes[i]));
-		pfree(text);
-	}
-	return hash;
-}
+	LOCKTAG		tag;			/* the gate's lock */
+	uint64		key_hash;		/* of the key the gate belongs to */
+	bool		held;			/* we hold the gate (as far as we know) */
+};
 
 /* occ_gate_set_tag: the lock tag of the gate of a key hash */
 static void
@@ -187,96 +77,31 @@ occ_gate_set_tag(LOCKTAG *tag, uint64 hash)
 						 (uint32) hash, OCC_GATE_TAG);
 }
 
-/*
- * occ_gate_prepare: the gate of one call, from the key given or the body
- * and its parameters.  Nothing is locked yet.
- */
+/* occ_gate_create: the gate of a key, in the current memory context; not taken */
+OccGate *
+occ_gate_create(uint64 key_hash)
+{
+	OccGate    *gate = palloc0(sizeof(OccGate));
+
+	gate->key_hash = key_hash;
+	occ_gate_set_tag(&gate->tag, key_hash);
+	return gate;
+}
+
+/* occ_gate_key: the hash of the gate's key */
+uint64
+occ_gate_key(const OccGate *gate)
+{
+	return gate->key_hash;
+}
+
+/* occ_gate_move: make this the gate of another key, releasing the old one */
 void
-occ_gate_prepare(OccGate *gate, const char *key, uint64 sql_hash, int nargs,
-				 const Oid *argtypes, const Datum *values, const char *nulls)
+occ_gate_move(OccGate *gate, uint64 key_hash)
 {
-	memset(gate, 0, sizeof(*gate));
-	gate->derived = (key == NULL);
-	if (key != NULL)
-		gate->hash = occ_gate_key_hash(key, "key");
-	else
-	{
-		gate->body_hash = sql_hash;
-		gate->hash = occ_gate_derive_hash(sql_hash, nargs, argtypes, values, nulls);
-	}
-	occ_gate_set_tag(&gate->tag, gate->hash);
-}
-
-/* occ_heat_slot: the temperature slot of the gate's key, or NULL */
-static OccHeatSlot *
-occ_heat_slot(const OccGate *gate)
-{
-	if (occ_heat == NULL)
-		return NULL;
-	return &occ_heat[gate->hash % OCC_HEAT_SLOTS];
-}
-
-/* occ_heat_decay: bring a slot's counts to now; caller holds its mutex */
-static void
-occ_heat_decay(OccHeatSlot *slot, TimestampTz now)
-{
-	double		factor;
-
-	if (now <= slot->updated)
-		return;
-	factor = exp(-(double) (now - slot->updated) / OCC_HEAT_TAU_USEC);
-	slot->ungated *= factor;
-	slot->failures *= factor;
-	slot->updated = now;
-}
-
-/* occ_gate_is_hot: have recent attempts on this key failed often? */
-static bool
-occ_gate_is_hot(const OccGate *gate)
-{
-	OccHeatSlot *slot = occ_heat_slot(gate);
-	bool		hot;
-
-	if (slot == NULL)
-		return false;
-	SpinLockAcquire(&slot->mutex);
-	occ_heat_decay(slot, GetCurrentTimestamp());
-	hot = slot->failures >= OCC_HOT_MIN_FAILURES &&
-		slot->failures >= OCC_HOT_FAILURE_RATIO * slot->ungated;
-	SpinLockRelease(&slot->mutex);
-	return hot;
-}
-
-/*
- * occ_gate_admit: should this call take its gate before its first attempt?
- * Yes when its key is hot, except for one call in OCC_PROBE_ONE_IN, which
- * runs optimistically so that the temperature follows the workload.
- */
-bool
-occ_gate_admit(const OccGate *gate)
-{
-	return occ_gate_is_hot(gate) && occ_random_draw() * OCC_PROBE_ONE_IN >= 1.0;
-}
-
-/*
- * occ_gate_observe: account an attempt's outcome in the key's temperature.
- * Gated attempts count only when they fail (they lost to someone outside
- * the gate); ungated ones measure the failure rate.
- */
-void
-occ_gate_observe(const OccGate *gate, bool failed)
-{
-	OccHeatSlot *slot = occ_heat_slot(gate);
-
-	if (slot == NULL || (gate->held && !failed))
-		return;
-	SpinLockAcquire(&slot->mutex);
-	occ_heat_decay(slot, GetCurrentTimestamp());
-	if (!gate->held)
-		slot->ungated += 1.0;
-	if (failed)
-		slot->failures += 1.0;
-	SpinLockRelease(&slot->mutex);
+	occ_gate_release(gate);
+	gate->key_hash = key_hash;
+	occ_gate_set_tag(&gate->tag, key_hash);
 }
 
 /*
@@ -287,39 +112,20 @@ occ_gate_observe(const OccGate *gate, bool failed)
 void
 occ_gate_release(OccGate *gate)
 {
-	if (occ_gate_still_held(gate))
+	if (occ_gate_held(gate))
 		LockRelease(&gate->tag, OCC_GATE_LOCKMODE, true);
 	gate->held = false;
 }
 
 /*
- * occ_gate_still_held: do we still hold the gate?  A body may have released
+ * occ_gate_held: do we still hold the gate?  A body may have released
  * it with pg_advisory_unlock_all(); then the caller queues again.
  */
 bool
-occ_gate_still_held(OccGate *gate)
+occ_gate_held(OccGate *gate)
 {
 	gate->held = gate->held && occ_lock_held_by_me(&gate->tag, OCC_GATE_LOCKMODE);
 	return gate->held;
-}
-
-/*
- * occ_gate_escalate: a gated attempt failed.  If the key was derived from
- * the body and its parameters and is not hot, whoever won holds another
- * key (a parameter that varies per call, such as an amount, splits one
- * row's callers over many gates): move to the gate of the body alone, for
- * the rest of this call.  Returns whether it did; the caller then waits.
- */
-bool
-occ_gate_escalate(OccGate *gate)
-{
-	if (!gate->derived || gate->escalated || occ_gate_is_hot(gate))
-		return false;
-	occ_gate_release(gate);
-	gate->escalated = true;
-	gate->hash = gate->body_hash;
-	occ_gate_set_tag(&gate->tag, gate->hash);
-	return true;
 }
 
 /*
@@ -329,8 +135,7 @@ occ_gate_escalate(OccGate *gate)
  *
  * Returns OCC_GATE_TAKEN, or OCC_GATE_TIMED_OUT when the timeout ran out,
  * or OCC_GATE_UNAVAILABLE when the wait ended in a deadlock, a full lock
- * table or the session's lock_timeout: the gate is then bypassed, and the
- * call runs ungated, backing off, until it ends.
+ * table or the session's lock_timeout.
  * Cancels, statement_timeout and errors are rethrown, with no gate held.
  */
 OccGateWait
@@ -406,10 +211,7 @@ occ_gate_wait(OccGate *gate, double timeout_usec)
 	/* a grant may also have raced a timeout or a deadlock report */
 	gate->held = (outcome == OCC_GATE_TAKEN ||
 				  occ_lock_held_by_me(&gate->tag, OCC_GATE_LOCKMODE));
-	if (gate->held)
-		return OCC_GATE_TAKEN;
-	gate->bypassed = (outcome == OCC_GATE_UNAVAILABLE);
-	return outcome;
+	return gate->held ? OCC_GATE_TAKEN : outcome;
 }
 
 /*
@@ -427,7 +229,7 @@ occ_gate(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("key must not be NULL"),
 				 errhint("Pass the same key as occ.retry's key argument, for example 'account:' || id.")));
-	occ_gate_set_tag(&tag, occ_gate_key_hash(text_to_cstring(PG_GETARG_TEXT_PP(0)), "key"));
+	occ_gate_set_tag(&tag, occ_key_hash(text_to_cstring(PG_GETARG_TEXT_PP(0)), "key"));
 	(void) LockAcquire(&tag, OCC_GATE_LOCKMODE, false, false);
 	PG_RETURN_VOID();
 }

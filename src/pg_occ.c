@@ -1,14 +1,16 @@
 /*-------------------------------------------------------------------------
  *
  * pg_occ.c
- *		Module entry point of pg_occ.
+ *		Module entry point of pg_occ: the settings, and the shared memory.
  *
  * Loading the library defines the occ.* settings.  Loaded through
- * shared_preload_libraries, it also sets up the shared memory for occ.stats,
- * for the temperature of queue mode's keys and for the retry budget; loaded
- * any other way (CREATE EXTENSION, the first call), everything but the
- * statistics and the budget works, and queue mode queues a call only after
- * its first failure.
+ * shared_preload_libraries, it also sets up the shared memory of the
+ * modules that have some: occ.stats (stats.c), the temperature of queue
+ * mode's keys (temperature.c) and the retry budget (budget.c), through one
+ * pair of hooks that asks each module its size and has it initialise its
+ * part.  Loaded any other way (CREATE EXTENSION, the first call),
+ * everything but the statistics and the budget works, and queue mode queues
+ * a call only after its first failure.
  *
  *-------------------------------------------------------------------------
  */
@@ -16,6 +18,9 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
 
 #include "pg_occ.h"
 
@@ -23,15 +28,47 @@ PG_MODULE_MAGIC;
 
 void		_PG_init(void);
 
+static shmem_request_hook_type occ_prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type occ_prev_shmem_startup_hook = NULL;
+
+/* occ_shmem_request: reserve the modules' shared memory and our lock */
+static void
+occ_shmem_request(void)
+{
+	Size		size = 0;
+
+	if (occ_prev_shmem_request_hook)
+		occ_prev_shmem_request_hook();
+	size = add_size(size, occ_stats_shmem_size());
+	size = add_size(size, occ_temperature_shmem_size());
+	size = add_size(size, occ_budget_shmem_size());
+	RequestAddinShmemSpace(size);
+	RequestNamedLWLockTranche("pg_occ", 1);
+}
+
+/* occ_shmem_startup: have each module create or attach to its part */
+static void
+occ_shmem_startup(void)
+{
+	if (occ_prev_shmem_startup_hook)
+		occ_prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	occ_stats_shmem_init();
+	occ_temperature_shmem_init();
+	occ_budget_shmem_init();
+	LWLockRelease(AddinShmemInitLock);
+}
+
 /* _PG_init: define the settings; hook shared memory when preloading */
 void
 _PG_init(void)
 {
 	occ_define_gucs();
-	if (process_shared_preload_libraries_in_progress)
-	{
-		occ_stats_init();
-		occ_gate_init();
-		occ_budget_init();
-	}
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	occ_prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = occ_shmem_request;
+	occ_prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = occ_shmem_startup;
 }

@@ -6,8 +6,22 @@
  * pg_occ retries optimistic transactions that fail with serialization
  * failures or deadlocks, sleeping a jittered exponential backoff between
  * attempts or queueing on a gate per contention key.  Each .c file has one
- * purpose: GUCs, SQLSTATE lists, backoff math, sleeping, the gate, the
- * retry loop, the plan cache for bodies, the body's result, and statistics.
+ * purpose, and the calls go one way:
+ *
+ *	retry.c		the entry points and the retry loop, which uses
+ *	  args.c		the call's arguments,
+ *	  attempt.c		one attempt as a transaction (with plan_cache.c, the
+ *					kept plans of bodies, and result.c, the body's rows),
+ *	  policy.c		the decision after a failed attempt, which uses
+ *		key.c			the call's contention key,
+ *		gate.c			the FIFO gate of a key (a lock),
+ *		temperature.c	which keys are hot,
+ *		budget.c		the server-wide retry budget,
+ *		backoff.c		the delays (and occ.backoff()),
+ *	  sleep.c		sleeping between attempts,
+ *	  stats.c		occ.stats and occ.last_retry();
+ *	guc.c			the occ.* settings; sqlstate.c, lists of SQLSTATEs;
+ *	pg_occ.c		the module: settings and shared memory.
  *
  * PostgreSQL versions are dealt with in compat.h, and only there.
  *
@@ -19,10 +33,13 @@
 #include "common/hashfn.h"
 #include "common/pg_prng.h"
 #include "fmgr.h"
+#include "nodes/params.h"
 #include "nodes/pg_list.h"
+#include "portability/instr_time.h"
 #include "storage/lock.h"
 #include "tcop/dest.h"
 #include "utils/guc.h"
+#include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -79,6 +96,80 @@ typedef enum OccSqlstatesProblem
 	OCC_SQLSTATES_CANCEL		/* 57014, which is never retried */
 } OccSqlstatesProblem;
 
+/* ----------------------------------------------------------------
+ * What one call of occ.retry asks for (read by args.c)
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * The outputs of the form called: its INOUT arguments, which are the columns
+ * of the row that the CALL returns (-1: the form has no such column)
+ */
+typedef struct OccOutputs
+{
+	TupleDesc	tupdesc;		/* NULL for the form without outputs */
+	int			result;
+	int			attempts;
+	int			slept;
+} OccOutputs;
+
+/* Everything one call needs, checked before the first transaction ends */
+typedef struct OccRetrySpec
+{
+	char	   *sql;
+	uint64		sql_hash;		/* occ_hash_text(sql), once per call */
+	int			nargs;
+	Oid		   *argtypes;
+	Datum	   *values;
+	char	   *nulls;
+	ParamListInfo params;		/* the same values, for SPI; NULL if none */
+	int			max_attempts;
+	OccBackoff	backoff;
+	double		max_duration;	/* microseconds, 0 = no limit */
+	const char *isolation;		/* transaction_isolation spelling */
+	OccSqlstates *retry_on;
+	OccContention contention;
+	const char *key;			/* contention key given, or NULL */
+} OccRetrySpec;
+
+/* How a call ended and what it cost, for occ.stats and occ.last_retry() */
+typedef struct OccCallResult
+{
+	Oid			userid;			/* the role that called */
+	int			attempts;		/* executions of the body, the first included;
+								 * 0 for a call refused before its first */
+	int64		serialization_failures; /* failed attempts with 40001 */
+	int64		deadlocks;		/* failed attempts with 40P01 */
+	int64		other_failures; /* failed attempts with any other SQLSTATE */
+	bool		committed;		/* the last attempt committed */
+	bool		gave_up;		/* retryable failure, but out of attempts or time */
+	double		sleep_ms;		/* time spent sleeping */
+	double		max_sleep_ms;	/* longest single sleep */
+	bool		queued;			/* took the gate of its key */
+	double		wait_ms;		/* time spent waiting for the gate */
+	double		max_wait_ms;	/* longest single wait */
+	double		total_ms;		/* wall time of the whole call */
+	int			last_sqlerrcode;	/* of the last failed attempt, or 0 */
+} OccCallResult;
+
+/* occ_elapsed_usec: microseconds since start */
+static inline double
+occ_elapsed_usec(instr_time start)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, start);
+	return INSTR_TIME_GET_DOUBLE(now) * 1000000.0;
+}
+
+/* occ_plural: "s" unless n is 1, for messages that count attempts */
+static inline const char *
+occ_plural(int n)
+{
+	return n == 1 ? "" : "s";
+}
+
 /* guc.c */
 extern const struct config_enum_entry occ_jitter_options[];
 extern const struct config_enum_entry occ_isolation_options[];
@@ -114,12 +205,33 @@ occ_hash_text(const char *text)
 	return hash_bytes_extended((const unsigned char *) text, strlen(text), 0);
 }
 
-/* backoff.c */
-extern OccJitter occ_parse_jitter(const char *name);
+/* args.c */
+extern void occ_args_sql(FunctionCallInfo fcinfo, OccRetrySpec *spec);
+extern void occ_args_outputs(FunctionCallInfo fcinfo, OccOutputs *out);
+extern void occ_args_spec(FunctionCallInfo fcinfo, int shift, OccRetrySpec *spec);
+extern void occ_args_backoff(FunctionCallInfo fcinfo, int first, OccBackoff *b);
 extern double occ_interval_to_usec(const Interval *span, const char *what);
+
+/* attempt.c */
+typedef struct OccBody OccBody;
+
+/* What a failed attempt left: its error, and where it failed */
+typedef struct OccAttemptFailure
+{
+	ErrorData  *edata;			/* in the attempt's memory context */
+	bool		at_commit;		/* COMMIT failed, not a statement */
+	const char *foreign_table;	/* a foreign table it wrote to, or NULL */
+} OccAttemptFailure;
+
+extern void occ_attempt_check_context(FunctionCallInfo fcinfo);
+extern void occ_attempt_check_isolation(const OccRetrySpec *spec);
+extern bool occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
+							MemoryContext attemptcxt, Jsonb **result,
+							OccAttemptFailure *failure);
+extern int	occ_attempt_running(void);
+
+/* backoff.c */
 extern Interval *occ_usec_to_interval(double usec);
-extern void occ_check_backoff(const OccBackoff *b);
-extern void occ_backoff_args(FunctionCallInfo fcinfo, int first, OccBackoff *b);
 extern double occ_backoff_delay(const OccBackoff *b, int attempt,
 								double prev, double draw);
 extern double occ_random_draw(void);
@@ -128,7 +240,6 @@ extern double occ_random_draw(void);
 extern void occ_sleep_usec(double usec);
 
 /* plan_cache.c */
-typedef struct OccBody OccBody;
 extern OccBody *occ_body_open(const char *sql, uint64 sql_hash, int nargs,
 							  const Oid *argtypes);
 extern int	occ_body_nstmts(const OccBody *body);
@@ -137,7 +248,8 @@ extern Oid	occ_body_foreign_target(const OccBody *body);
 extern void occ_body_close(OccBody *body);
 
 /* budget.c */
-extern void occ_budget_init(void);
+extern Size occ_budget_shmem_size(void);
+extern void occ_budget_shmem_init(void);
 extern void occ_budget_deposit(void);
 extern bool occ_budget_withdraw(void);
 extern bool occ_budget_read(double *tokens, int64 *refusals, TimestampTz *storm_began);
@@ -148,17 +260,12 @@ extern DestReceiver *occ_result_receiver(MemoryContext cxt);
 extern bool occ_result_jsonb(DestReceiver *self, Datum *jsonb);
 extern void occ_result_free(DestReceiver *self);
 
+/* key.c */
+extern uint64 occ_key_hash(const char *key, const char *what);
+extern uint64 occ_key_of_call(const OccRetrySpec *spec);
+
 /* gate.c */
-typedef struct OccGate
-{
-	LOCKTAG		tag;			/* the gate's lock */
-	uint64		hash;			/* of the key the gate belongs to */
-	uint64		body_hash;		/* of the body alone, when derived */
-	bool		derived;		/* key derived from the body and parameters */
-	bool		escalated;		/* moved to the gate of the body alone */
-	bool		held;			/* we hold the gate (as far as we know) */
-	bool		bypassed;		/* a wait failed: the call runs ungated */
-} OccGate;
+typedef struct OccGate OccGate;
 
 typedef enum OccGateWait
 {
@@ -167,43 +274,80 @@ typedef enum OccGateWait
 	OCC_GATE_UNAVAILABLE		/* deadlock, lock table full, lock_timeout */
 } OccGateWait;
 
-extern void occ_gate_init(void);
-extern uint64 occ_gate_key_hash(const char *key, const char *what);
-extern void occ_gate_prepare(OccGate *gate, const char *key, uint64 sql_hash,
-							 int nargs, const Oid *argtypes,
-							 const Datum *values, const char *nulls);
-extern bool occ_gate_admit(const OccGate *gate);
-extern void occ_gate_observe(const OccGate *gate, bool failed);
+extern OccGate *occ_gate_create(uint64 key_hash);
+extern uint64 occ_gate_key(const OccGate *gate);
+extern void occ_gate_move(OccGate *gate, uint64 key_hash);
 extern OccGateWait occ_gate_wait(OccGate *gate, double timeout_usec);
-extern bool occ_gate_still_held(OccGate *gate);
-extern bool occ_gate_escalate(OccGate *gate);
+extern bool occ_gate_held(OccGate *gate);
 extern void occ_gate_release(OccGate *gate);
+
+/* temperature.c */
+extern Size occ_temperature_shmem_size(void);
+extern void occ_temperature_shmem_init(void);
+extern bool occ_temperature_is_hot(uint64 key_hash);
+extern void occ_temperature_observe(uint64 key_hash, bool gated, bool failed);
+
+/* policy.c */
+
+/* What the retry loop does next */
+typedef enum OccStep
+{
+	OCC_STEP_RETRY,				/* run the body again now */
+	OCC_STEP_SLEEP,				/* sleep usec, then run it again */
+	OCC_STEP_WAIT,				/* wait for the gate (at most usec if > 0) */
+	OCC_STEP_GIVE_UP,			/* re-raise the failure, saying why */
+	OCC_STEP_RAISE				/* re-raise the failure as it is */
+} OccStep;
+
+typedef struct OccDecision
+{
+	OccStep		step;
+	double		usec;			/* SLEEP: the delay; WAIT: the timeout */
+	const char *why;			/* GIVE_UP: for the error's detail */
+	bool		gave_up;		/* GIVE_UP: counted as a give-up */
+} OccDecision;
+
+/* The failed attempt the policy decides on */
+typedef struct OccFailure
+{
+	int			sqlerrcode;
+	int			attempts;		/* attempts so far, this one included */
+	bool		at_commit;		/* COMMIT failed */
+	const char *foreign_table;	/* written to by the attempt, or NULL */
+} OccFailure;
+
+/* A call's policy: what it has decided so far */
+typedef struct OccPolicy
+{
+	const OccRetrySpec *spec;
+	instr_time	start;			/* of the call, for max_duration */
+	OccGate    *gate;			/* the call's gate, NULL until it needs one */
+	MemoryContext cxt;			/* where the gate is made */
+	bool		derived;		/* the key was derived, not given */
+	bool		escalated;		/* moved to the gate of the body alone */
+	bool		bypassed;		/* a wait failed: the call runs ungated */
+	bool		refused;		/* the budget refused the pending retry */
+	double		prev;			/* the previous delay (decorrelated jitter) */
+	int			gated_failures; /* failures while holding the gate */
+} OccPolicy;
+
+extern void occ_policy_begin(OccPolicy *p, const OccRetrySpec *spec,
+							 instr_time start, MemoryContext cxt);
+extern OccDecision occ_policy_before_first(OccPolicy *p);
+extern void occ_policy_observe(OccPolicy *p, bool failed);
+extern OccDecision occ_policy_after_failure(OccPolicy *p, const OccFailure *f);
+extern OccDecision occ_policy_after_wait(OccPolicy *p, const OccFailure *f,
+										 OccGateWait outcome);
+extern void occ_policy_end(OccPolicy *p);
 
 /* sqlstate.c */
 extern OccSqlstatesProblem occ_parse_sqlstates(List *items, OccSqlstates *out,
 											   const char **bad);
+extern bool occ_sqlstates_match(const OccSqlstates *list, int sqlerrcode);
 
 /* stats.c */
-typedef struct OccCallResult
-{
-	Oid			userid;			/* the role that called */
-	int			attempts;		/* executions of the body, the first included;
-								 * 0 for a call refused before its first */
-	int64		serialization_failures; /* failed attempts with 40001 */
-	int64		deadlocks;		/* failed attempts with 40P01 */
-	int64		other_failures; /* failed attempts with any other SQLSTATE */
-	bool		committed;		/* the last attempt committed */
-	bool		gave_up;		/* retryable failure, but out of attempts or time */
-	double		sleep_ms;		/* time spent sleeping */
-	double		max_sleep_ms;	/* longest single sleep */
-	bool		queued;			/* took the gate of its key */
-	double		wait_ms;		/* time spent waiting for the gate */
-	double		max_wait_ms;	/* longest single wait */
-	double		total_ms;		/* wall time of the whole call */
-	int			last_sqlerrcode;	/* of the last failed attempt, or 0 */
-} OccCallResult;
-
-extern void occ_stats_init(void);
+extern Size occ_stats_shmem_size(void);
+extern void occ_stats_shmem_init(void);
 extern void occ_stats_record(const char *sql, uint64 sql_hash,
 							 const OccCallResult *result);
 

@@ -66,3 +66,24 @@ occ_parse_sqlstates(List *items, OccSqlstates *out, const char **bad)
 	}
 	return OCC_SQLSTATES_OK;
 }
+
+/*
+ * occ_sqlstates_match: is sqlerrcode in the list, as a code or by its
+ * class?  A cancel (57014) never is: it always ends occ.retry.
+ */
+bool
+occ_sqlstates_match(const OccSqlstates *list, int sqlerrcode)
+{
+	if (sqlerrcode == ERRCODE_QUERY_CANCELED)
+		return false;
+	for (int i = 0; i < list->n; i++)
+	{
+		const OccSqlstate *item = &list->items[i];
+
+		if (item->is_class ?
+			ERRCODE_TO_CATEGORY(sqlerrcode) == item->code :
+			sqlerrcode == item->code)
+			return true;
+	}
+	return false;
+}

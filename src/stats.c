@@ -111,31 +111,24 @@ static OccStatsShared *occ_shared = NULL;
 static HTAB *occ_hash = NULL;
 static OccLastCall occ_last = {false};
 
-static shmem_request_hook_type occ_prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type occ_prev_shmem_startup_hook = NULL;
-
-/* occ_stats_shmem_request: reserve our shared memory and lock */
-static void
-occ_stats_shmem_request(void)
+/* occ_stats_shmem_size: the shared memory the statistics need */
+Size
+occ_stats_shmem_size(void)
 {
-	if (occ_prev_shmem_request_hook)
-		occ_prev_shmem_request_hook();
-	RequestAddinShmemSpace(add_size(MAXALIGN(sizeof(OccStatsShared)),
-									hash_estimate_size(occ_stats_max, sizeof(OccStatsEntry))));
-	RequestNamedLWLockTranche("pg_occ", 1);
+	return add_size(MAXALIGN(sizeof(OccStatsShared)),
+					hash_estimate_size(occ_stats_max, sizeof(OccStatsEntry)));
 }
 
-/* occ_stats_shmem_startup: create or attach to the shared state */
-static void
-occ_stats_shmem_startup(void)
+/*
+ * occ_stats_shmem_init: create or attach to the shared state; called at
+ * startup holding AddinShmemInitLock
+ */
+void
+occ_stats_shmem_init(void)
 {
 	HASHCTL		info;
 	bool		found;
 
-	if (occ_prev_shmem_startup_hook)
-		occ_prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	occ_shared = ShmemInitStruct("pg_occ", sizeof(OccStatsShared), &found);
 	if (!found)
 	{
@@ -148,17 +141,6 @@ occ_stats_shmem_startup(void)
 	info.entrysize = sizeof(OccStatsEntry);
 	occ_hash = ShmemInitHash("pg_occ hash", occ_stats_max, occ_stats_max,
 							 &info, HASH_ELEM | HASH_BLOBS);
-	LWLockRelease(AddinShmemInitLock);
-}
-
-/* occ_stats_init: called from _PG_init while shared_preload_libraries loads */
-void
-occ_stats_init(void)
-{
-	occ_prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = occ_stats_shmem_request;
-	occ_prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = occ_stats_shmem_startup;
 }
 
 /* occ_require_shared: the statistics need preloading; say so clearly */
