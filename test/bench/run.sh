@@ -98,7 +98,7 @@ HOT_PCT=100
 # hot row commits about 400/s at 64 and 128 clients in every form but
 # pgbench's immediate retry, which falls to 125/s at 64 and 65 to 105/s at
 # 128 clients once they all retry at once: 200/s lies between the two, with
-# a margin on both sides (see README-storms-section.md for the measurement).
+# a margin on both sides (see test/bench/README.md, "Retry storms: a stall (seed 001)", for the measurement).
 STORM_CLIENTS=128
 STORM_RATE=200
 STORM_PRE=5
