@@ -16,7 +16,7 @@ REGRESS = backoff guc retry result budget stats queue upgrade schema memory bodi
 REGRESS_OPTS = --inputdir=$(srcdir) --load-extension=$(EXTENSION)
 
 # isolation tester: test/specs/*.spec against test/expected/*.out
-ISOLATION = update_conflict result_conflict write_skew deadlock give_up queue_order queue_deadlock queue_unlock_all budget_queue
+ISOLATION = update_conflict result_conflict write_skew deadlock give_up queue_order queue_deadlock queue_unlock_all budget_queue gate_deadlock
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --load-extension=$(EXTENSION)
 
 EXTRA_CLEAN = test/results test/output_iso regression.* results

@@ -11,7 +11,7 @@
  * minimum retry rate, also when nothing commits), the bucket holds at most
  * occ.retry_budget tokens, and each retry (an attempt after the first)
  * withdraws one.  First attempts are never throttled.  A retry the budget
- * refuses does not run beside the others: the caller (retry.c) makes it
+ * refuses does not run beside the others: the policy (policy.c) makes it
  * wait on its key's gate, queue mode's FIFO queue, so that a storm becomes
  * a queue; a call that holds the gate already and is refused again gives up.
  *

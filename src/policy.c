@@ -27,11 +27,13 @@
  *	   still loses, a derived key that is not hot escalates to the gate of
  *	   the body alone: a parameter that varies per call, such as an amount,
  *	   split one row's callers over many gates.  A deadlock is a cycle with
- *	   another transaction, not a queue of callers: it backs off (after
- *	   taking the gate, if refused), so that the winner can take the locks
- *	   this attempt released.  If the wait cannot be had (deadlock, lock
- *	   table full, lock_timeout), the call runs ungated with backoff for the
- *	   rest of the call, or gives up if refused.
+ *	   another transaction, not a queue of callers, and that transaction
+ *	   may be a writer that holds a row of the body and waits for our gate
+ *	   (occ.gate()): the call releases its gate and backs off ungated, so
+ *	   that the winner can go on and take the locks this attempt released
+ *	   (a refused retry waits for the gate instead).  If the wait cannot be
+ *	   had (deadlock, lock table full, lock_timeout), the call runs ungated
+ *	   with backoff for the rest of the call, or gives up if refused.
  *	6. Backoff: sleep a jittered delay.  A gated attempt lost to someone
  *	   outside the queue; after a serialization failure the winner has
  *	   committed, so the first time it runs again at once; after that it
@@ -226,6 +228,10 @@ occ_policy_after_failure(OccPolicy *p, const OccFailure *f)
 	if (f->attempts >= p->spec->max_attempts)
 		give_up = occ_policy_gave_up(f, "");
 
+	/* 5, first: after a deadlock the call does not keep its gate */
+	if (f->sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED && p->gate != NULL)
+		occ_gate_release(p->gate);
+
 	/* 4 */
 	p->refused = (give_up.step != OCC_STEP_GIVE_UP && !occ_budget_withdraw());
 	if (p->refused && (p->bypassed || occ_gate_held(occ_policy_gate(p))))
@@ -260,9 +266,7 @@ occ_policy_after_wait(OccPolicy *p, const OccFailure *f, OccGateWait outcome)
 	switch (outcome)
 	{
 		case OCC_GATE_TAKEN:
-			if (f->sqlerrcode != ERRCODE_T_R_DEADLOCK_DETECTED)
-				return occ_decide(OCC_STEP_RETRY, 0, NULL, false);
-			break;
+			return occ_decide(OCC_STEP_RETRY, 0, NULL, false);
 		case OCC_GATE_TIMED_OUT:
 			give_up = occ_policy_gave_up(f, ": max_duration ran out while waiting for the gate");
 			break;

@@ -30,11 +30,19 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
 #include "pg_occ.h"
+
+/*
+ * From libpq/libpq.h, which we cannot include: it includes libpq-be.h,
+ * which needs the GSSAPI headers on servers built with GSSAPI (Debian's),
+ * and the server's development package does not install them.
+ */
+extern bool pq_check_connection(void);
 
 PG_FUNCTION_INFO_V1(occ_retry);
 PG_FUNCTION_INFO_V1(occ_attempt);
@@ -101,6 +109,25 @@ occ_classify(OccCallResult *result, int sqlerrcode)
 }
 
 /*
+ * occ_check_client: before each wait, sleep and attempt: if the client has
+ * gone (a killed application, a pooler's query_timeout), end the session as
+ * PostgreSQL does when it finds that out, with FATAL "connection to client
+ * lost", rather than commit work whose outcome no one will hear of and that
+ * the client may already have reported as failed.  A wait or sleep itself
+ * ends when the client goes only with client_connection_check_interval.
+ */
+static void
+occ_check_client(void)
+{
+	if (whereToSendOutput == DestRemote && !pq_check_connection())
+	{
+		ClientConnectionLost = true;
+		InterruptPending = true;
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
  * occ_sleep_between: sleep delay microseconds between attempts, holding no
  * snapshot and no transaction id, only the virtual transaction id.  An
  * interrupt throws (and ends the call, accounted by occ_retry).
@@ -110,6 +137,7 @@ occ_sleep_between(OccCall *call, double delay)
 {
 	instr_time	from;
 
+	occ_check_client();
 	InvalidateCatalogSnapshot();
 	INSTR_TIME_SET_CURRENT(from);
 	occ_sleep_usec(delay);
@@ -130,6 +158,7 @@ occ_wait_gate(OccCall *call, double timeout)
 	OccGateWait outcome;
 	double		waited;
 
+	occ_check_client();
 	InvalidateCatalogSnapshot();
 	INSTR_TIME_SET_CURRENT(from);
 	PG_TRY();
@@ -190,6 +219,7 @@ occ_attempts(OccCall *call, MemoryContext attemptcxt)
 		OccAttemptFailure failure;
 		OccDecision d;
 
+		occ_check_client();
 		MemoryContextReset(attemptcxt);
 		MemoryContextSwitchTo(attemptcxt);
 		call->result.attempts++;

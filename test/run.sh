@@ -69,6 +69,7 @@ in_cluster() {
     CONTENTION=queue CLIENTS=96 test/stress.sh
     test/interrupt.sh
     test/interrupt_queue.sh
+    test/client_gone.sh
     test/standby.sh
     test/fuzz.sh
     test/apps.sh
