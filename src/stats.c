@@ -51,7 +51,10 @@ PG_FUNCTION_INFO_V1(occ_last_retry);
 /* Attempts-per-call histogram buckets: 1, 2, 3-4, 5-8, 9-16, 17 and more */
 #define OCC_HIST_BUCKETS 6
 
-#define OCC_STATS_COLS 23
+/* Columns of occ.stats: 0.4.0's; 0.2.0 and 0.3.0 have no learned_key, 0.1.0 no queue columns either */
+#define OCC_STATS_COLS 24
+#define OCC_STATS_COLS_0_2 23
+#define OCC_STATS_COLS_0_1 20
 
 /* When the table is full, evict this share of the entries, at least OCC_EVICT_MIN */
 #define OCC_EVICT_PERCENT 5
@@ -313,8 +316,9 @@ occ_stats(PG_FUNCTION_ARGS)
 
 	occ_require_shared();
 	InitMaterializedSRF(fcinfo, 0);
-	/* 0.1.0 declares 20 columns, without queued, total_wait_time, max_wait_time */
-	if (rsinfo->setDesc->natts != OCC_STATS_COLS && rsinfo->setDesc->natts != OCC_STATS_COLS - 3)
+	if (rsinfo->setDesc->natts != OCC_STATS_COLS &&
+		rsinfo->setDesc->natts != OCC_STATS_COLS_0_2 &&
+		rsinfo->setDesc->natts != OCC_STATS_COLS_0_1)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("occ.stats is declared with %d columns, which this version of pg_occ does not know",
@@ -358,7 +362,7 @@ occ_stats(PG_FUNCTION_ARGS)
 		values[i++] = Float8GetDatumFast(c.total_sleep_time);
 		values[i++] = Float8GetDatumFast(c.max_sleep_time);
 		values[i++] = Float8GetDatumFast(c.calls > 0 ? c.total_sleep_time / c.calls : 0);
-		if (rsinfo->setDesc->natts == OCC_STATS_COLS)
+		if (rsinfo->setDesc->natts >= OCC_STATS_COLS_0_2)
 		{
 			values[i++] = Int64GetDatumFast(c.queued);
 			values[i++] = Float8GetDatumFast(c.total_wait_time);
@@ -372,6 +376,14 @@ occ_stats(PG_FUNCTION_ARGS)
 			hist[b] = Int64GetDatumFast(c.hist[b]);
 		values[i++] = PointerGetDatum(construct_array(hist, OCC_HIST_BUCKETS, INT8OID,
 													  sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		if (rsinfo->setDesc->natts == OCC_STATS_COLS)
+		{
+			char	   *learned = visible ?
+				occ_learner_describe(entry->key.dbid, entry->key.queryid) : NULL;
+
+			nulls[i] = (learned == NULL);
+			values[i++] = learned ? CStringGetTextDatum(learned) : (Datum) 0;
+		}
 		Assert(i == rsinfo->setDesc->natts);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
