@@ -11,14 +11,17 @@
  * attempts and failures, and the same for up to OCC_LEARN_VALUES (position,
  * value) pairs that its failed attempts carried, chosen as the
  * Space-Saving algorithm chooses heavy hitters: a pair not tracked yet
- * replaces the pair with the fewest failures, taking over its count.  Only
- * failures the call would retry count.
+ * replaces the pair with the fewest failures, taking over its count (an
+ * overestimate, kept as the pair's error: decisions use the failures seen
+ * since the pair was tracked).  Only failures the call would retry count.
  *
  * A pair becomes hot when failures concentrate on it: at least
  * OCC_LEARN_MIN_SHARE of the body's failures carry it, and the share of
  * failures that carry it is at least OCC_LEARN_MIN_LIFT times the share of
  * attempts that do; and so does a value, counted at every position it was
- * tracked at (the ids of a multi-row update come in any order).  The lift keeps a parameter that every call carries (a
+ * tracked at (the ids of a multi-row update come in any order).  A pair or
+ * value that (nearly) every attempt carries (OCC_LEARN_MAX_CARRY) is never
+ * hot: gating on it would be gating on the body, which has its own rule.  The lift keeps a parameter that every call carries (a
  * constant such as a work time) from being taken for the row: it carries
  * every failure only because it carries every attempt.  A hot pair stays
  * hot while its ungated attempts (the probes, see policy.c) still fail at
@@ -26,8 +29,12 @@
  * When no pair is hot but the body's ungated attempts fail at least
  * OCC_LEARN_BODY_RATE of the time (every call touches the same row, its
  * parameters varying elsewhere, or every call carries the row's value), the
- * body itself is hot, and stays so while its probes fail
- * OCC_LEARN_STAY_RATE of the time.
+ * body itself is hot, and stays so while its probes fail as often.  It
+ * takes OCC_LEARN_BODY_MIN failures, and no pair or value may lean towards
+ * the failures (a lift of OCC_LEARN_SUGGEST_LIFT), so that values have
+ * their chance first: serialising the whole body is the last resort; a
+ * probe that runs beside a holder of the body's gate fails that often only
+ * when every call touches the same row.
  *
  * A call's keys are then the body with each value it carries in a hot pair
  * (so that a value hot at one position gates the calls that carry it at
@@ -56,15 +63,18 @@
 
 #include "pg_occ.h"
 
-#define OCC_LEARN_BODIES 1024
-#define OCC_LEARN_VALUES 16
+#define OCC_LEARN_BODIES 256
+#define OCC_LEARN_VALUES 64
 #define OCC_LEARN_LOCKS 16
 #define OCC_LEARN_TAU_USEC 1000000.0
+#define OCC_LEARN_MIN_FAILURES 1.5	/* since tracked, decayed: two, one recent */
 #define OCC_LEARN_MIN_SHARE 0.1
+#define OCC_LEARN_MAX_CARRY 0.9
 #define OCC_LEARN_MIN_LIFT 1.5
+#define OCC_LEARN_SUGGEST_LIFT 1.2
 #define OCC_LEARN_STAY_RATE 0.25
 #define OCC_LEARN_BODY_RATE 0.5
-#define OCC_LEARN_BODY_MIN 1.5		/* decayed failures: two, one recent */
+#define OCC_LEARN_BODY_MIN 8.0		/* decayed failures: values first */
 
 /* below this many (decayed) attempts a slot is cold: another body may take it */
 #define OCC_LEARN_COLD 0.5
@@ -85,7 +95,8 @@ typedef struct OccLearnPair
 	int			position;		/* $n; 0: an empty entry */
 	bool		hot;			/* hot at this position */
 	bool		value_hot;		/* the value is hot, at whatever position */
-	OccLearnCounts n;
+	OccLearnCounts n;			/* failures include those taken over */
+	double		error;			/* failures taken over from the pair replaced */
 	char		text[OCC_KEY_TEXT_MAX]; /* for occ.stats */
 } OccLearnPair;
 
@@ -181,7 +192,10 @@ occ_learn_decay(OccLearnBody *slot, TimestampTz now)
 	factor = exp(-(double) (now - slot->updated) / OCC_LEARN_TAU_USEC);
 	occ_learn_decay_counts(&slot->n, factor);
 	for (int i = 0; i < OCC_LEARN_VALUES; i++)
+	{
 		occ_learn_decay_counts(&slot->pairs[i].n, factor);
+		slot->pairs[i].error *= factor;
+	}
 	slot->updated = now;
 }
 
@@ -233,6 +247,7 @@ occ_learn_track(OccLearnBody *slot, const OccKeyValue *v)
 	least->value = v->hash;
 	least->position = v->position;
 	least->n.failures = count;
+	least->error = count;
 	strlcpy(least->text, v->text, sizeof(least->text));
 	return least;
 }
@@ -249,18 +264,27 @@ occ_learn_rate_holds(const OccLearnCounts *n, double rate, double min_failures)
  * counts (a pair, or a value at any position)?  See the file header.
  */
 static bool
-occ_learn_concentrates(const OccLearnBody *slot, const OccLearnCounts *n)
+occ_learn_concentrates(const OccLearnBody *slot, const OccLearnCounts *n, double error,
+					   double share, double lift)
 {
-	return n->failures >= 1 &&
-		n->failures >= OCC_LEARN_MIN_SHARE * slot->n.failures &&
-		n->failures * slot->n.attempts >= OCC_LEARN_MIN_LIFT * n->attempts * slot->n.failures;
+	double		failures = n->failures - error;	/* at least, since tracked */
+
+	return failures >= OCC_LEARN_MIN_FAILURES &&
+		n->attempts < OCC_LEARN_MAX_CARRY * slot->n.attempts &&
+		failures >= share * slot->n.failures &&
+		failures * slot->n.attempts >= lift * n->attempts * slot->n.failures;
 }
 
-/* occ_learn_stays: is what n counts, hot, still hot? */
+/*
+ * occ_learn_stays: is what n counts, hot, still hot?  While its probes
+ * fail, unless (nearly) every attempt carries it: then it says no more
+ * than the body does, which has its own rule.
+ */
 static bool
-occ_learn_stays(const OccLearnCounts *n)
+occ_learn_stays(const OccLearnBody *slot, const OccLearnCounts *n)
 {
-	return occ_learn_rate_holds(n, OCC_LEARN_STAY_RATE, 0.5);
+	return n->attempts < OCC_LEARN_MAX_CARRY * slot->n.attempts &&
+		occ_learn_rate_holds(n, OCC_LEARN_STAY_RATE, 0.5);
 }
 
 /*
@@ -268,9 +292,11 @@ occ_learn_stays(const OccLearnCounts *n)
  * tracked at
  */
 static void
-occ_learn_value_counts(const OccLearnBody *slot, uint64 value, OccLearnCounts *sum)
+occ_learn_value_counts(const OccLearnBody *slot, uint64 value, OccLearnCounts *sum,
+					   double *error)
 {
 	memset(sum, 0, sizeof(*sum));
+	*error = 0;
 	for (int i = 0; i < OCC_LEARN_VALUES; i++)
 	{
 		const OccLearnPair *p = &slot->pairs[i];
@@ -281,6 +307,7 @@ occ_learn_value_counts(const OccLearnBody *slot, uint64 value, OccLearnCounts *s
 		sum->failures += p->n.failures;
 		sum->ungated += p->n.ungated;
 		sum->ungated_failures += p->n.ungated_failures;
+		*error += p->error;
 	}
 }
 
@@ -292,24 +319,29 @@ static void
 occ_learn_decide(OccLearnBody *slot)
 {
 	bool		any = false;
+	bool		suggested = false;
 
 	for (int i = 0; i < OCC_LEARN_VALUES; i++)
 	{
 		OccLearnPair *p = &slot->pairs[i];
 		OccLearnCounts value;
+		double		error;
 
 		if (p->position == 0)
 			continue;
-		p->hot = p->hot ? occ_learn_stays(&p->n) : occ_learn_concentrates(slot, &p->n);
-		occ_learn_value_counts(slot, p->value, &value);
-		p->value_hot = p->value_hot ? occ_learn_stays(&value) :
-			occ_learn_concentrates(slot, &value);
+		occ_learn_value_counts(slot, p->value, &value, &error);
+		p->hot = p->hot ? occ_learn_stays(slot, &p->n) :
+			occ_learn_concentrates(slot, &p->n, p->error, OCC_LEARN_MIN_SHARE, OCC_LEARN_MIN_LIFT);
+		p->value_hot = p->value_hot ? occ_learn_stays(slot, &value) :
+			occ_learn_concentrates(slot, &value, error, OCC_LEARN_MIN_SHARE, OCC_LEARN_MIN_LIFT);
 		any |= p->hot || p->value_hot;
+		suggested |= occ_learn_concentrates(slot, &p->n, p->error, 0, OCC_LEARN_SUGGEST_LIFT) ||
+			occ_learn_concentrates(slot, &value, error, 0, OCC_LEARN_SUGGEST_LIFT);
 	}
-	if (any)
+	if (any || suggested)
 		slot->hot = false;
 	else if (slot->hot)
-		slot->hot = occ_learn_stays(&slot->n);
+		slot->hot = occ_learn_rate_holds(&slot->n, OCC_LEARN_BODY_RATE, 0.5);
 	else
 		slot->hot = occ_learn_rate_holds(&slot->n, OCC_LEARN_BODY_RATE, OCC_LEARN_BODY_MIN);
 }
