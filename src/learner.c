@@ -15,32 +15,33 @@
  * overestimate, kept as the pair's error: decisions use the failures seen
  * since the pair was tracked).  Only failures the call would retry count.
  *
- * A pair becomes hot when failures concentrate on it: at least
+ * A pair that (nearly) every attempt carries (OCC_LEARN_MAX_CARRY: a
+ * constant such as a work time, or the only branch of a small bank) is
+ * constant: it says no more than the body itself, which has its own rule.
+ * Any other pair becomes hot when failures concentrate on it: at least
  * OCC_LEARN_MIN_SHARE of the body's failures carry it, and the share of
- * failures that carry it is at least OCC_LEARN_MIN_LIFT times the share of
- * attempts that do; and so does a value, counted at every position it was
- * tracked at (the ids of a multi-row update come in any order).  A pair or
- * value that (nearly) every attempt carries (OCC_LEARN_MAX_CARRY) is never
- * hot: gating on it would be gating on the body, which has its own rule.  The lift keeps a parameter that every call carries (a
- * constant such as a work time) from being taken for the row: it carries
- * every failure only because it carries every attempt.  A hot pair stays
- * hot while its ungated attempts (the probes, see policy.c) still fail at
- * least OCC_LEARN_STAY_RATE of the time: it is serialised for a reason.
- * When no pair is hot but the body's ungated attempts fail at least
- * OCC_LEARN_BODY_RATE of the time (every call touches the same row, its
- * parameters varying elsewhere, or every call carries the row's value), the
- * body itself is hot, and stays so while its probes fail as often.  It
- * takes OCC_LEARN_BODY_MIN failures, and no pair or value may lean towards
- * the failures (a lift of OCC_LEARN_SUGGEST_LIFT), so that values have
- * their chance first: serialising the whole body is the last resort; a
- * probe that runs beside a holder of the body's gate fails that often only
- * when every call touches the same row.
+ * failures that carry it exceeds the share of attempts that do (a lift of
+ * OCC_LEARN_MIN_LIFT: under heavy contention nearly everything fails, and
+ * the lift of even the hottest row stays small); and so does a value,
+ * counted at every position where it is not constant (the ids of a
+ * multi-row update come in any order).  A hot pair or value stays hot while
+ * its ungated attempts (the probes, see policy.c) still fail at least
+ * OCC_LEARN_STAY_RATE of the time, and more often than the body's ungated
+ * attempts in general: it is serialised for a reason.
+ * When no pair or value is hot but the body's ungated attempts fail at
+ * least OCC_LEARN_BODY_RATE of the time (every call touches the same row,
+ * its parameters varying elsewhere, or carrying the row's value in every
+ * call), the body itself is hot, and stays so while its probes fail as
+ * often.  It takes OCC_LEARN_BODY_MIN failures, so that values have their
+ * chance first: serialising the whole body is the last resort; a probe
+ * that runs beside a holder of the body's gate fails that often only when
+ * every call touches the same row.
  *
- * A call's keys are then the body with each value it carries in a hot pair
- * (so that a value hot at one position gates the calls that carry it at
- * any position: the rows of a transfer, the ids of a multi-row update), or
- * the body alone when the body is hot; none otherwise: it runs
- * optimistically, without a gate.
+ * A call's keys are then the body with each value it carries at a position
+ * where it is hot, as a pair or as a value (the rows of a transfer, the ids
+ * of a multi-row update, share a gate whatever their position), or the body
+ * alone when the body is hot; none otherwise: it runs optimistically,
+ * without a gate.
  *
  * Bodies hash into OCC_LEARN_BODIES slots; a body that finds its slot
  * taken by another that is still warm is not learned until the slot cools.
@@ -68,10 +69,9 @@
 #define OCC_LEARN_LOCKS 16
 #define OCC_LEARN_TAU_USEC 1000000.0
 #define OCC_LEARN_MIN_FAILURES 1.5	/* since tracked, decayed: two, one recent */
-#define OCC_LEARN_MIN_SHARE 0.1
+#define OCC_LEARN_MIN_SHARE 0.25
 #define OCC_LEARN_MAX_CARRY 0.9
-#define OCC_LEARN_MIN_LIFT 1.5
-#define OCC_LEARN_SUGGEST_LIFT 1.2
+#define OCC_LEARN_MIN_LIFT 1.1
 #define OCC_LEARN_STAY_RATE 0.25
 #define OCC_LEARN_BODY_RATE 0.5
 #define OCC_LEARN_BODY_MIN 8.0		/* decayed failures: values first */
@@ -95,6 +95,7 @@ typedef struct OccLearnPair
 	int			position;		/* $n; 0: an empty entry */
 	bool		hot;			/* hot at this position */
 	bool		value_hot;		/* the value is hot, at whatever position */
+	bool		constant;		/* (nearly) every attempt carries it */
 	OccLearnCounts n;			/* failures include those taken over */
 	double		error;			/* failures taken over from the pair replaced */
 	char		text[OCC_KEY_TEXT_MAX]; /* for occ.stats */
@@ -264,27 +265,30 @@ occ_learn_rate_holds(const OccLearnCounts *n, double rate, double min_failures)
  * counts (a pair, or a value at any position)?  See the file header.
  */
 static bool
-occ_learn_concentrates(const OccLearnBody *slot, const OccLearnCounts *n, double error,
-					   double share, double lift)
+occ_learn_concentrates(const OccLearnBody *slot, const OccLearnCounts *n, double error)
 {
 	double		failures = n->failures - error;	/* at least, since tracked */
 
 	return failures >= OCC_LEARN_MIN_FAILURES &&
 		n->attempts < OCC_LEARN_MAX_CARRY * slot->n.attempts &&
-		failures >= share * slot->n.failures &&
-		failures * slot->n.attempts >= lift * n->attempts * slot->n.failures;
+		failures >= OCC_LEARN_MIN_SHARE * slot->n.failures &&
+		failures * slot->n.attempts >= OCC_LEARN_MIN_LIFT * n->attempts * slot->n.failures;
 }
 
 /*
- * occ_learn_stays: is what n counts, hot, still hot?  While its probes
- * fail, unless (nearly) every attempt carries it: then it says no more
- * than the body does, which has its own rule.
+ * occ_learn_stays: is what n counts, hot, still hot?  While its probes fail
+ * often (OCC_LEARN_STAY_RATE) and more often than the body's ungated
+ * attempts do (a lift of OCC_LEARN_MIN_LIFT: under heavy contention
+ * everything fails often, and only a hot value makes its probes fail more),
+ * unless it became constant.
  */
 static bool
 occ_learn_stays(const OccLearnBody *slot, const OccLearnCounts *n)
 {
 	return n->attempts < OCC_LEARN_MAX_CARRY * slot->n.attempts &&
-		occ_learn_rate_holds(n, OCC_LEARN_STAY_RATE, 0.5);
+		occ_learn_rate_holds(n, OCC_LEARN_STAY_RATE, 0.5) &&
+		n->ungated_failures * slot->n.ungated >=
+		OCC_LEARN_MIN_LIFT * n->ungated * slot->n.ungated_failures;
 }
 
 /*
@@ -301,7 +305,7 @@ occ_learn_value_counts(const OccLearnBody *slot, uint64 value, OccLearnCounts *s
 	{
 		const OccLearnPair *p = &slot->pairs[i];
 
-		if (p->position == 0 || p->value != value)
+		if (p->position == 0 || p->value != value || p->constant)
 			continue;
 		sum->attempts += p->n.attempts;
 		sum->failures += p->n.failures;
@@ -319,8 +323,10 @@ static void
 occ_learn_decide(OccLearnBody *slot)
 {
 	bool		any = false;
-	bool		suggested = false;
 
+	for (int i = 0; i < OCC_LEARN_VALUES; i++)
+		slot->pairs[i].constant =
+			slot->pairs[i].n.attempts >= OCC_LEARN_MAX_CARRY * slot->n.attempts;
 	for (int i = 0; i < OCC_LEARN_VALUES; i++)
 	{
 		OccLearnPair *p = &slot->pairs[i];
@@ -331,14 +337,12 @@ occ_learn_decide(OccLearnBody *slot)
 			continue;
 		occ_learn_value_counts(slot, p->value, &value, &error);
 		p->hot = p->hot ? occ_learn_stays(slot, &p->n) :
-			occ_learn_concentrates(slot, &p->n, p->error, OCC_LEARN_MIN_SHARE, OCC_LEARN_MIN_LIFT);
+			occ_learn_concentrates(slot, &p->n, p->error);
 		p->value_hot = p->value_hot ? occ_learn_stays(slot, &value) :
-			occ_learn_concentrates(slot, &value, error, OCC_LEARN_MIN_SHARE, OCC_LEARN_MIN_LIFT);
-		any |= p->hot || p->value_hot;
-		suggested |= occ_learn_concentrates(slot, &p->n, p->error, 0, OCC_LEARN_SUGGEST_LIFT) ||
-			occ_learn_concentrates(slot, &value, error, 0, OCC_LEARN_SUGGEST_LIFT);
+			occ_learn_concentrates(slot, &value, error);
+		any |= (p->hot || p->value_hot) && !p->constant;
 	}
-	if (any || suggested)
+	if (any)
 		slot->hot = false;
 	else if (slot->hot)
 		slot->hot = occ_learn_rate_holds(&slot->n, OCC_LEARN_BODY_RATE, 0.5);
@@ -419,8 +423,8 @@ occ_learn_gates(const OccLearnBody *slot, const OccKeyValue *v)
 	{
 		const OccLearnPair *p = &slot->pairs[i];
 
-		if (p->position != 0 && p->value == v->hash &&
-			(p->value_hot || (p->hot && p->position == v->position)))
+		if (p->position == v->position && p->value == v->hash && !p->constant &&
+			(p->value_hot || p->hot))
 			return true;
 	}
 	return false;
@@ -474,7 +478,8 @@ occ_learner_describe(Oid dbid, uint64 body)
 		if (slot->hot)
 			appendStringInfoString(&s, "body");
 		for (int i = 0; i < OCC_LEARN_VALUES; i++)
-			if (slot->pairs[i].position > 0 && (slot->pairs[i].hot || slot->pairs[i].value_hot))
+			if (slot->pairs[i].position > 0 && !slot->pairs[i].constant &&
+				(slot->pairs[i].hot || slot->pairs[i].value_hot))
 				appendStringInfo(&s, "%s$%d = %s", s.len > 0 ? ", " : "",
 								 slot->pairs[i].position, slot->pairs[i].text);
 	}
