@@ -6,19 +6,30 @@
  *
  * A key is known by its 64-bit hash, which names its gate (gate.c) and its
  * temperature slot (temperature.c).  A key given as text (occ.retry's key,
- * occ.gate's) hashes its text.  A call that gives none gets the body's text
- * and the text of each parameter value, so that a body with WHERE id = $1
- * gets one gate per row; the policy may move such a call to the key of its
- * body alone (policy.c).
+ * occ.gate's) hashes its text.  A call that gives none gets the body's text,
+ * the role that calls and the text of each parameter value, so that a body
+ * with WHERE id = $1 gets one gate per row; the policy may move such a call
+ * to the key of its body alone (policy.c).
+ *
+ * The two kinds are apart: the top bit of a given key's hash is set, that of
+ * a derived key's clear, so occ.gate('<a body>') or key => '<a body>' is
+ * never the gate of a call of that body.  A derived key is the caller's own:
+ * another role that runs the same text (which may resolve to tables of its
+ * own, through its search_path) gets other gates.  A given key is a name
+ * that every role of the database may use, like an advisory lock's.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "common/hashfn.h"
+#include "miscadmin.h"
 #include "utils/lsyscache.h"
 
 #include "pg_occ.h"
+
+/* set in the hash of every given key, clear in that of every derived key */
+#define OCC_KEY_GIVEN UINT64CONST(0x8000000000000000)
 
 /*
  * occ_key_hash: the hash of a key given as text (occ.retry's key, or
@@ -32,37 +43,37 @@ occ_key_hash(const char *key, const char *what)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be empty", what),
 				 errhint("Name what the transaction contends on, for example 'account:' || id.")));
-	return occ_hash_text(key);
+	return occ_hash_text(key) | OCC_KEY_GIVEN;
 }
 
 /*
- * occ_key_derive: the key of a call that gives none: the body's text and
- * the text of each parameter value.
+ * occ_key_derive: the key of a call that gives none: the body's text, the
+ * role that calls (a body can only SET ROLE to roles that its caller may
+ * act as) and, unless body_alone, the text of each parameter value.
  */
 static uint64
-occ_key_derive(uint64 body_hash, int nargs, const Oid *argtypes,
-			   const Datum *values, const char *nulls)
+occ_key_derive(const OccRetrySpec *spec, bool body_alone)
 {
-	uint64		hash = body_hash;
+	uint64		hash = hash_combine64(spec->sql_hash, (uint64) GetUserId());
 
-	for (int i = 0; i < nargs; i++)
+	for (int i = 0; !body_alone && i < spec->nargs; i++)
 	{
 		Oid			typoutput;
 		bool		isvarlena;
 		char	   *text;
 
-		if (nulls[i] == 'n')
+		if (spec->nulls[i] == 'n')
 		{
 			hash = hash_combine64(hash, 0);
 			continue;
 		}
-		getTypeOutputInfo(argtypes[i], &typoutput, &isvarlena);
-		text = OidOutputFunctionCall(typoutput, values[i]);
+		getTypeOutputInfo(spec->argtypes[i], &typoutput, &isvarlena);
+		text = OidOutputFunctionCall(typoutput, spec->values[i]);
 		hash = hash_combine64(hash, hash_bytes_extended((const unsigned char *) text,
-														strlen(text), argtypes[i]));
+														strlen(text), spec->argtypes[i]));
 		pfree(text);
 	}
-	return hash;
+	return hash & ~OCC_KEY_GIVEN;
 }
 
 /* occ_key_of_call: the hash of the call's key, given or derived */
@@ -71,6 +82,15 @@ occ_key_of_call(const OccRetrySpec *spec)
 {
 	if (spec->key != NULL)
 		return occ_key_hash(spec->key, "key");
-	return occ_key_derive(spec->sql_hash, spec->nargs, spec->argtypes,
-						  spec->values, spec->nulls);
+	return occ_key_derive(spec, false);
+}
+
+/*
+ * occ_key_of_body: the derived key of the call's body alone, whatever its
+ * parameters (where the policy escalates a derived key)
+ */
+uint64
+occ_key_of_body(const OccRetrySpec *spec)
+{
+	return occ_key_derive(spec, true);
 }

@@ -196,8 +196,9 @@ extern void occ_define_gucs(void);
 
 /*
  * occ_hash_text: the 64-bit hash of a text: a body's (the key of its kept
- * plans, of its occ.stats entry and, in queue mode, of its gate) or a
- * contention key's.  occ.retry hashes its body once per call.
+ * plans, of its occ.stats entry and, in queue mode, the start of its derived
+ * key) or a contention key's (key.c).  occ.retry hashes its body once per
+ * call.
  */
 static inline uint64
 occ_hash_text(const char *text)
@@ -263,6 +264,7 @@ extern void occ_result_free(DestReceiver *self);
 /* key.c */
 extern uint64 occ_key_hash(const char *key, const char *what);
 extern uint64 occ_key_of_call(const OccRetrySpec *spec);
+extern uint64 occ_key_of_body(const OccRetrySpec *spec);
 
 /* gate.c */
 typedef struct OccGate OccGate;
@@ -334,7 +336,7 @@ typedef struct OccPolicy
 extern void occ_policy_begin(OccPolicy *p, const OccRetrySpec *spec,
 							 instr_time start, MemoryContext cxt);
 extern OccDecision occ_policy_before_first(OccPolicy *p);
-extern void occ_policy_observe(OccPolicy *p, bool failed);
+extern void occ_policy_observe(OccPolicy *p, int sqlerrcode);
 extern OccDecision occ_policy_after_failure(OccPolicy *p, const OccFailure *f);
 extern OccDecision occ_policy_after_wait(OccPolicy *p, const OccFailure *f,
 										 OccGateWait outcome);

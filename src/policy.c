@@ -131,12 +131,21 @@ occ_policy_before_first(OccPolicy *p)
 	return occ_decide(OCC_STEP_WAIT, timeout, NULL, false);
 }
 
-/* occ_policy_observe: an attempt ended; its outcome heats or cools its key */
+/*
+ * occ_policy_observe: an attempt ended, with sqlerrcode (0 if it committed);
+ * its outcome heats or cools its key.  Only a failure that the call retries
+ * is contention: any other (42501, 23505, ...) counts as an attempt that did
+ * not fail, else a caller without privileges could make a key hot, and make
+ * every caller of it queue.
+ */
 void
-occ_policy_observe(OccPolicy *p, bool failed)
+occ_policy_observe(OccPolicy *p, int sqlerrcode)
 {
+	bool		contended = (sqlerrcode != 0 &&
+							 occ_sqlstates_match(p->spec->retry_on, sqlerrcode));
+
 	if (p->gate != NULL)
-		occ_temperature_observe(occ_gate_key(p->gate), occ_gate_held(p->gate), failed);
+		occ_temperature_observe(occ_gate_key(p->gate), occ_gate_held(p->gate), contended);
 }
 
 /*
@@ -150,7 +159,7 @@ occ_policy_escalate(OccPolicy *p)
 	if (!p->derived || p->escalated || occ_temperature_is_hot(occ_gate_key(p->gate)))
 		return false;
 	p->escalated = true;
-	occ_gate_move(p->gate, p->spec->sql_hash);
+	occ_gate_move(p->gate, occ_key_of_body(p->spec));
 	return true;
 }
 

@@ -196,11 +196,11 @@ occ_attempts(OccCall *call, MemoryContext attemptcxt)
 		if (occ_attempt_run(&call->spec, call->result.attempts, &call->body,
 							attemptcxt, rows, &failure))
 		{
-			occ_policy_observe(&call->policy, false);
+			occ_policy_observe(&call->policy, 0);
 			call->result.committed = true;
 			return;
 		}
-		occ_policy_observe(&call->policy, true);
+		occ_policy_observe(&call->policy, failure.edata->sqlerrcode);
 		occ_classify(&call->result, failure.edata->sqlerrcode);
 
 		d = occ_after_failure(call, &failure);
