@@ -1,6 +1,11 @@
-/* pg_occ 0.3.0 -> 0.4.0: hardening (see CHANGELOG.md) */
+/* pg_occ 0.3.0 -> 0.4.0: occ.gate no longer executable by PUBLIC */
 
 \echo Use "ALTER EXTENSION pg_occ UPDATE TO '0.4.0'" to load this file. \quit
+
+-- A role that holds a gate makes every call of that key wait: grant EXECUTE
+-- on occ.gate to the roles that write what the key names, not to PUBLIC
+-- (see pg_occ--0.4.0.sql).  Grants to other roles stay.
+REVOKE EXECUTE ON FUNCTION occ.gate(text) FROM PUBLIC;
 
 -- occ.retry's key takes one key or an array of keys: "any", read by the C
 -- code by its type (the four forms are made again with it)
@@ -144,3 +149,5 @@ COMMENT ON VIEW occ.stats IS
 'retry statistics of occ.retry per role, database and transaction text; times in milliseconds; queued counts calls that took the gate of their key (queue mode); attempts_histogram counts calls that took 1, 2, 3-4, 5-8, 9-16 and 17 or more attempts; learned_key says which parameter values queue mode found hot for calls without a key ($n = value, or body), NULL when none';
 
 GRANT SELECT ON occ.stats TO PUBLIC;
+
+REVOKE EXECUTE ON FUNCTION occ.gate(text[]) FROM PUBLIC;

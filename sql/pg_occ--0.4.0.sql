@@ -244,5 +244,9 @@ COMMENT ON FUNCTION occ.stats_reset() IS
 
 REVOKE ALL ON FUNCTION occ.stats_reset() FROM PUBLIC;
 
+-- A role that holds a gate makes every call of that key wait: grant EXECUTE
+-- on occ.gate to the roles that write what the key names, not to PUBLIC.
+REVOKE EXECUTE ON FUNCTION occ.gate(text), occ.gate(text[]) FROM PUBLIC;
+
 GRANT USAGE ON SCHEMA occ TO PUBLIC;
 GRANT SELECT ON occ.stats, occ.stats_info TO PUBLIC;

@@ -6,7 +6,7 @@
  *		queue mode finds a call's contention keys by itself.
  *
  * Calls that give no key run optimistically until their body fails.  From
- * then on, for each body (per database) that has failed recently, the
+ * then on, for each body (per role and database) that has failed recently, the
  * learner keeps decaying counts (time constant OCC_LEARN_TAU_USEC) of its
  * attempts and failures, and the same for up to OCC_LEARN_VALUES (position,
  * value) pairs that its failed attempts carried, chosen as the
@@ -105,6 +105,7 @@ typedef struct OccLearnPair
 typedef struct OccLearnBody
 {
 	Oid			dbid;
+	Oid			userid;			/* the role that calls: bodies are per role */
 	uint64		body;			/* the body's hash; dbid 0: an empty slot */
 	TimestampTz updated;		/* when the counts were last decayed */
 	bool		hot;			/* the body itself is hot */
@@ -158,18 +159,32 @@ occ_learn_lock(const OccLearnBody *slot)
 	return &occ_learn->locks[(slot - occ_learn->bodies) % OCC_LEARN_LOCKS].lock;
 }
 
-/* occ_learn_slot: the slot of a body of this database */
+/* occ_learn_slot_of: the slot of a body of a role in a database */
+static OccLearnBody *
+occ_learn_slot_of(Oid userid, Oid dbid, uint64 body)
+{
+	return &occ_learn->bodies[hash_combine64(hash_combine64(body, dbid), userid) % OCC_LEARN_BODIES];
+}
+
+/* occ_learn_slot: the slot of a body of this role in this database */
 static OccLearnBody *
 occ_learn_slot(uint64 body)
 {
-	return &occ_learn->bodies[hash_combine64(body, MyDatabaseId) % OCC_LEARN_BODIES];
+	return occ_learn_slot_of(GetUserId(), MyDatabaseId, body);
 }
 
-/* occ_learn_is: is the slot the body's? (holding its lock) */
+/* occ_learn_is_of: is the slot that of the body of this role and database? */
+static bool
+occ_learn_is_of(const OccLearnBody *slot, Oid userid, Oid dbid, uint64 body)
+{
+	return slot->dbid == dbid && slot->userid == userid && slot->body == body;
+}
+
+/* occ_learn_is: is the slot the body's, of this role? (holding its lock) */
 static bool
 occ_learn_is(const OccLearnBody *slot, uint64 body)
 {
-	return slot->dbid == MyDatabaseId && slot->body == body;
+	return occ_learn_is_of(slot, GetUserId(), MyDatabaseId, body);
 }
 
 /* occ_learn_decay_counts: multiply counts by factor */
@@ -395,6 +410,7 @@ occ_learner_observe(uint64 body, const OccKeyValues *values, bool gated, bool fa
 		}
 		memset(slot, 0, sizeof(*slot));
 		slot->dbid = MyDatabaseId;
+		slot->userid = GetUserId();
 		slot->body = body;
 		slot->updated = now;
 	}
@@ -458,12 +474,12 @@ occ_learner_keys(uint64 body, const OccKeyValues *values, uint64 *keys)
 }
 
 /*
- * occ_learner_describe: what the learner decided for a body of database
- * dbid, for occ.stats: "$2 = 42" for each hot pair, "body" when the body is
+ * occ_learner_describe: what the learner decided for a body of a role in a
+ * database, for occ.stats: "$2 = 42" for each hot pair, "body" when the body is
  * hot, NULL when nothing is
  */
 char *
-occ_learner_describe(Oid dbid, uint64 body)
+occ_learner_describe(Oid userid, Oid dbid, uint64 body)
 {
 	OccLearnBody *slot;
 	StringInfoData s;
@@ -471,9 +487,9 @@ occ_learner_describe(Oid dbid, uint64 body)
 	if (occ_learn == NULL)
 		return NULL;
 	initStringInfo(&s);
-	slot = &occ_learn->bodies[hash_combine64(body, dbid) % OCC_LEARN_BODIES];
+	slot = occ_learn_slot_of(userid, dbid, body);
 	LWLockAcquire(occ_learn_lock(slot), LW_SHARED);
-	if (slot->dbid == dbid && slot->body == body)
+	if (occ_learn_is_of(slot, userid, dbid, body))
 	{
 		if (slot->hot)
 			appendStringInfoString(&s, "body");

@@ -198,8 +198,9 @@ extern void occ_define_gucs(void);
 
 /*
  * occ_hash_text: the 64-bit hash of a text: a body's (the key of its kept
- * plans, of its occ.stats entry and, in queue mode, of its gate) or a
- * contention key's.  occ.retry hashes its body once per call.
+ * plans, of its occ.stats entry and, in queue mode, the start of its derived
+ * key) or a contention key's (key.c).  occ.retry hashes its body once per
+ * call.
  */
 static inline uint64
 occ_hash_text(const char *text)
@@ -296,7 +297,7 @@ extern bool occ_learner_knows(uint64 body);
 extern void occ_learner_observe(uint64 body, const OccKeyValues *values,
 								bool gated, bool failed);
 extern int	occ_learner_keys(uint64 body, const OccKeyValues *values, uint64 *keys);
-extern char *occ_learner_describe(Oid dbid, uint64 body);
+extern char *occ_learner_describe(Oid userid, Oid dbid, uint64 body);
 
 /* gate.c: the gates of a call's keys, taken in one global order */
 typedef struct OccGates OccGates;

@@ -211,19 +211,19 @@ occ_policy_before_first(OccPolicy *p)
 }
 
 /*
- * occ_policy_observe: an attempt ended, committed (sqlerrcode 0) or failed.
- * A retryable failure heats its keys; a failure that will not be retried
- * says nothing of contention and is not counted.
+ * occ_policy_observe: an attempt ended, with sqlerrcode (0 if it committed);
+ * its outcome heats or cools its keys.  Only a failure that the call
+ * retries is contention: any other (42501, 23505, ...) counts as an attempt
+ * that did not fail, else a caller without privileges could make a key hot,
+ * and make every caller of it queue.
  */
 void
 occ_policy_observe(OccPolicy *p, int sqlerrcode)
 {
-	bool		failed = (sqlerrcode != 0);
-	bool		gated;
+	bool		failed = (sqlerrcode != 0 &&
+						  occ_sqlstates_match(p->spec->retry_on, sqlerrcode));
+	bool		gated = occ_policy_held(p);
 
-	if (failed && !occ_sqlstates_match(p->spec->retry_on, sqlerrcode))
-		return;
-	gated = occ_policy_held(p);
 	if (p->spec->nkeys > 0)
 	{
 		for (int i = 0; p->gates != NULL && i < occ_gates_count(p->gates); i++)

@@ -379,7 +379,7 @@ occ_stats(PG_FUNCTION_ARGS)
 		if (rsinfo->setDesc->natts == OCC_STATS_COLS)
 		{
 			char	   *learned = visible ?
-				occ_learner_describe(entry->key.dbid, entry->key.queryid) : NULL;
+				occ_learner_describe(entry->key.userid, entry->key.dbid, entry->key.queryid) : NULL;
 
 			nulls[i] = (learned == NULL);
 			values[i++] = learned ? CStringGetTextDatum(learned) : (Datum) 0;
