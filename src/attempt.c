@@ -13,7 +13,9 @@
  * after a statement error the portal snapshots can be released and the
  * transaction rolled back cleanly), releases the subtransaction and
  * commits.  Errors are caught and returned, copied, with the transaction
- * rolled back and a new one started: whether to retry is not decided here.
+ * rolled back and a new one started, and with the foreign table the attempt
+ * wrote to, if any (foreign.c watches it run): whether to retry is not
+ * decided here.
  *
  * Since PostgreSQL 15 (and 13.8, 14.5), a failing SPI_commit() has already
  * aborted and started a new transaction when it rethrows, so catching its
@@ -32,7 +34,6 @@
 #include "tcop/pquery.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/portal.h"
 #include "utils/resowner.h"
@@ -250,6 +251,7 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 	volatile bool body_failed = false;
 	ErrorData  *edata = NULL;
 	DestReceiver *volatile rows = NULL;
+	const char *foreign;
 
 	/* A new transaction without a snapshot yet: the level can still change */
 	(void) set_config_option("transaction_isolation", spec->isolation,
@@ -266,6 +268,7 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 	}
 
 	occ_current_attempt = number;
+	occ_foreign_watch();
 	PG_TRY();
 	{
 		occ_attempt_statements(spec, body, rows != NULL ? rows : None_Receiver);
@@ -299,6 +302,7 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 	}
 	PG_END_TRY();
 	occ_current_attempt = 0;
+	foreign = occ_foreign_unwatch();
 
 	if (edata == NULL)
 		return true;
@@ -317,17 +321,6 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 		SPI_rollback();
 	failure->edata = edata;
 	failure->at_commit = !body_failed;
-	failure->foreign_table = NULL;
-	if (failure->at_commit && *body != NULL)
-	{
-		Oid			foreign = occ_body_foreign_target(*body);
-
-		if (OidIsValid(foreign))
-		{
-			char	   *relname = get_rel_name(foreign);
-
-			failure->foreign_table = relname ? relname : "?";
-		}
-	}
+	failure->foreign_table = foreign ? MemoryContextStrdup(attemptcxt, foreign) : NULL;
 	return false;
 }
