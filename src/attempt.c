@@ -212,25 +212,6 @@ occ_attempt_statements(const OccRetrySpec *spec, OccBody **body, DestReceiver *d
 }
 
 /*
- * occ_attempt_result: make the rows collected into jsonb in attemptcxt
- * (NULL when no statement returned rows), before the commit: if it cannot
- * be made, the attempt rolls back.
- */
-static Jsonb *
-occ_attempt_result(DestReceiver *rows, MemoryContext attemptcxt)
-{
-	Jsonb	   *result = NULL;
-	Datum		jsonb;
-
-	MemoryContextSwitchTo(attemptcxt);
-	if (occ_result_jsonb(rows, &jsonb))
-		result = DatumGetJsonbP(jsonb);
-	/* making a large one takes a while: a cancel must roll it back */
-	CHECK_FOR_INTERRUPTS();
-	return result;
-}
-
-/*
  * occ_attempt_run: run the body once, as attempt number, as a whole
  * transaction and commit it.  Returns true if it committed; otherwise fills
  * *failure with the error, copied into attemptcxt, the failed transaction
@@ -274,7 +255,9 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 		occ_attempt_statements(spec, body, rows != NULL ? rows : None_Receiver);
 		if (rows != NULL)
 		{
-			*result = occ_attempt_result(rows, attemptcxt);
+			/* before the commit: if it cannot be made, the attempt rolls back */
+			MemoryContextSwitchTo(attemptcxt);
+			*result = occ_result_jsonb(rows);
 			occ_result_free(rows);
 			rows = NULL;
 		}

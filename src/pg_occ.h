@@ -262,7 +262,7 @@ extern void occ_budget_reset(void);
 
 /* result.c */
 extern DestReceiver *occ_result_receiver(MemoryContext cxt);
-extern bool occ_result_jsonb(DestReceiver *self, Datum *jsonb);
+extern Jsonb *occ_result_jsonb(DestReceiver *self);
 extern void occ_result_free(DestReceiver *self);
 
 /* key.c */

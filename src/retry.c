@@ -256,12 +256,11 @@ occ_output_row(OccCall *call)
 
 	if (out->tupdesc == NULL)
 		return (Datum) 0;
+	/* heap_form_tuple copies the result: one copy of it, not two */
 	if (out->result >= 0)
 	{
 		nulls[out->result] = (call->rows == NULL);
-		if (call->rows != NULL)
-			values[out->result] =
-				PointerGetDatum(pg_detoast_datum_copy((struct varlena *) call->rows));
+		values[out->result] = PointerGetDatum(call->rows);
 	}
 	if (out->attempts >= 0)
 		values[out->attempts] = Int32GetDatum(call->result.attempts);
