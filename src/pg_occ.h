@@ -11,7 +11,8 @@
  *	retry.c		the entry points and the retry loop, which uses
  *	  args.c		the call's arguments,
  *	  attempt.c		one attempt as a transaction (with plan_cache.c, the
- *					kept plans of bodies, and result.c, the body's rows),
+ *					kept plans of bodies, result.c, the body's rows, and
+ *					foreign.c, the foreign tables it writes to),
  *	  policy.c		the decision after a failed attempt, which uses
  *		key.c			the call's contention keys, given or carried,
  *		learner.c		which values a body's failures concentrate on,
@@ -22,7 +23,7 @@
  *	  sleep.c		sleeping between attempts,
  *	  stats.c		occ.stats and occ.last_retry();
  *	guc.c			the occ.* settings; sqlstate.c, lists of SQLSTATEs;
- *	pg_occ.c		the module: settings and shared memory.
+ *	pg_occ.c		the module: settings, hooks and shared memory.
  *
  * PostgreSQL versions are dealt with in compat.h, and only there.
  *
@@ -247,8 +248,12 @@ extern OccBody *occ_body_open(const char *sql, uint64 sql_hash, int nargs,
 							  const Oid *argtypes);
 extern int	occ_body_nstmts(const OccBody *body);
 extern struct _SPI_plan *occ_body_plan(OccBody *body, int i);
-extern Oid	occ_body_foreign_target(const OccBody *body);
 extern void occ_body_close(OccBody *body);
+
+/* foreign.c */
+extern void occ_foreign_init(void);
+extern void occ_foreign_watch(void);
+extern const char *occ_foreign_unwatch(void);
 
 /* budget.c */
 extern Size occ_budget_shmem_size(void);
@@ -260,7 +265,7 @@ extern void occ_budget_reset(void);
 
 /* result.c */
 extern DestReceiver *occ_result_receiver(MemoryContext cxt);
-extern bool occ_result_jsonb(DestReceiver *self, Datum *jsonb);
+extern Jsonb *occ_result_jsonb(DestReceiver *self);
 extern void occ_result_free(DestReceiver *self);
 
 /* key.c */
@@ -331,7 +336,8 @@ typedef enum OccStep
 	OCC_STEP_RETRY,				/* run the body again now */
 	OCC_STEP_SLEEP,				/* sleep usec, then run it again */
 	OCC_STEP_WAIT,				/* wait for the gate (at most usec if > 0) */
-	OCC_STEP_GIVE_UP,			/* re-raise the failure, saying why */
+	OCC_STEP_GIVE_UP,			/* re-raise the failure, saying why (or, when
+								 * the outcome is unknown, raise 40003) */
 	OCC_STEP_RAISE				/* re-raise the failure as it is */
 } OccStep;
 
@@ -341,6 +347,9 @@ typedef struct OccDecision
 	double		usec;			/* SLEEP: the delay; WAIT: the timeout */
 	const char *why;			/* GIVE_UP: for the error's detail */
 	bool		gave_up;		/* GIVE_UP: counted as a give-up */
+	bool		outcome_unknown;	/* GIVE_UP: the body may have committed in
+									 * part: raise statement_completion_unknown
+									 * (40003), which no client retries */
 } OccDecision;
 
 /* The failed attempt the policy decides on */
