@@ -71,8 +71,7 @@ occ_account(OccCall *call)
  * hint, adding to its detail why occ.retry stopped (and logging it when
  * occ.log_retries is on).
  */
-static void
-pg_noreturn
+pg_noreturn static void
 occ_give_up(ErrorData *edata, const char *why)
 {
 	if (occ_log_retries)

@@ -24,7 +24,9 @@
 
 #include <math.h>
 
+#include "access/htup_details.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
@@ -37,6 +39,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 #include "pg_occ.h"
 
@@ -139,8 +142,8 @@ occ_stats_shmem_init(void)
 	}
 	info.keysize = sizeof(OccStatsKey);
 	info.entrysize = sizeof(OccStatsEntry);
-	occ_hash = ShmemInitHash("pg_occ hash", occ_stats_max, occ_stats_max,
-							 &info, HASH_ELEM | HASH_BLOBS);
+	occ_hash = occ_shmem_init_hash("pg_occ hash", occ_stats_max,
+								   &info, HASH_ELEM | HASH_BLOBS);
 }
 
 /* occ_require_shared: the statistics need preloading; say so clearly */
