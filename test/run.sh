@@ -26,8 +26,9 @@
 #       pooling, and prometheus-postgres-exporter with sql/pg_occ_prometheus.yaml,
 #     - the benchmark's quick mode (test/bench/run.sh --quick), which checks
 #       the pgbench scripts and the lost-update invariant, not speed;
-#   in a cluster that does not preload it, the not_preloaded test; and the
-#   packaging checks (test/packaging.sh: META.json, out-of-tree build).
+#   in a cluster that does not preload it, the not_preloaded test; the
+#   packaging checks (test/packaging.sh: META.json, out-of-tree build); and,
+#   in clusters of their own, occ.stats over restarts (test/persist.sh).
 # Every version runs even if one fails; the exit status is 1 if any failed.
 #
 # Usage: test/run.sh [--pg VERSION]... [--no-install]
@@ -88,6 +89,7 @@ test_here() {
         "$SELF" --in-cluster
     pg_virtualenv -v "$v" make installcheck REGRESS=not_preloaded ISOLATION= || { show_diffs; exit 1; }
     test/packaging.sh
+    test/persist.sh
     echo "all pg_occ tests passed on PostgreSQL $v"
 }
 
