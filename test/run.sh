@@ -28,7 +28,8 @@
 #       the pgbench scripts and the lost-update invariant, not speed;
 #   in a cluster that does not preload it, the not_preloaded test; the
 #   packaging checks (test/packaging.sh: META.json, out-of-tree build); and,
-#   in clusters of their own, occ.stats over restarts (test/persist.sh).
+#   in clusters of their own, occ.stats over restarts (test/persist.sh) and
+#   a dump restored by the database's owner (test/restore.sh).
 # Every version runs even if one fails; the exit status is 1 if any failed.
 #
 # Usage: test/run.sh [--pg VERSION]... [--no-install]
@@ -90,6 +91,7 @@ test_here() {
     pg_virtualenv -v "$v" make installcheck REGRESS=not_preloaded ISOLATION= || { show_diffs; exit 1; }
     test/packaging.sh
     test/persist.sh
+    test/restore.sh
     echo "all pg_occ tests passed on PostgreSQL $v"
 }
 
