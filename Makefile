@@ -8,8 +8,11 @@ HEADERS = src/pg_occ.h src/compat.h
 
 # paths relative to the source directory ($(srcdir), set by PGXS), which
 # differs from the current one in an out-of-tree (VPATH) build
-DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/$(EXTENSION)--*.sql)) sql/$(EXTENSION)--0.1.0.control
-DOCS = sql/pg_occ_prometheus.yaml
+# The exporter's queries file goes with them, to $(pg_config --sharedir)/extension,
+# not with DOCS to the docdir, which packages compress (Debian's dh_compress
+# gzips files of more than 4 kB there)
+DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/$(EXTENSION)--*.sql)) sql/$(EXTENSION)--0.1.0.control \
+	sql/pg_occ_prometheus.yaml
 
 # pg_regress: sql/*.sql against expected/*.out; the server must preload pg_occ
 REGRESS = backoff guc retry result budget stats queue upgrade schema memory bodies foreign keys roles

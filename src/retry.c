@@ -82,8 +82,7 @@ occ_account(OccCall *call)
  * clients and tools retry the failure's SQLSTATE (40001 "might succeed if
  * retried"), which would repeat what committed.
  */
-static void
-pg_noreturn
+pg_noreturn static void
 occ_give_up(ErrorData *edata, const OccDecision *d)
 {
 	if (occ_log_retries)

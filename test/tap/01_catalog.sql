@@ -8,7 +8,7 @@
 SELECT plan(239);
 
 ------------------------------------------------------------------------
--- The extension: version 0.4.0, not relocatable, untrusted; the extension
+-- The extension: version 0.4.0, not relocatable, trusted (0.1.0 not); the extension
 -- itself lives in pg_catalog, and the schema occ is one of its members
 ------------------------------------------------------------------------
 SELECT has_extension('pg_catalog', 'pg_occ', 'extension pg_occ is installed, in schema pg_catalog');
@@ -24,26 +24,26 @@ SELECT results_eq(
     $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
         WHERE name = 'pg_occ' AND version = '0.4.0' $$,
-    $$ VALUES (false, true, true, false, true) $$,
-    'control file: not relocatable, schema pg_catalog, superuser only, not trusted, no requirements');
+    $$ VALUES (false, true, true, true, true) $$,
+    'control file: not relocatable, schema pg_catalog, superuser or trusted (the owner of a database may install it), no requirements');
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
         WHERE name = 'pg_occ' AND version = '0.3.0' $$,
-    $$ VALUES (false, true, true, false, true) $$,
+    $$ VALUES (false, true, true, true, true) $$,
     '0.3.0 is still available, with the same control settings, so it can be installed and updated');
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
         WHERE name = 'pg_occ' AND version = '0.2.0' $$,
-    $$ VALUES (false, true, true, false, true) $$,
+    $$ VALUES (false, true, true, true, true) $$,
     '0.2.0 is still available, with the same control settings, so it can be installed and updated');
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'occ' AS schema_is_occ, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
         WHERE name = 'pg_occ' AND version = '0.1.0' $$,
     $$ VALUES (false, true, true, false, true) $$,
-    'secondary control file: 0.1.0 still installs into schema occ, so it can be installed and updated');
+    'secondary control file: 0.1.0 still installs into schema occ (superusers only), so it can be installed and updated');
 SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.1.0' AND target = '0.2.0'),
           '0.1.0--0.2.0', 'pg_occ updates from 0.1.0 to 0.2.0 in one step');
 SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.2.0' AND target = '0.3.0'),
