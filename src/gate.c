@@ -32,9 +32,14 @@
  * rollback runs that cleanup, and afterwards release whatever we hold before
  * rethrowing, so an interrupted wait never leaves a gate behind.
  *
+ * Callers that do not retry through occ.retry (occ.gate(), and a transaction
+ * that sets occ.key, client.c) take the same lock at transaction level
+ * instead: the end of their transaction (commit, abort, the backend's exit)
+ * releases it, as any transaction-level lock.
+ *
  * This file is the mechanism only: which key a call waits for is key.c's,
- * whether and when it waits is policy.c's.  OccGate is opaque: a key's lock
- * tag, and whether we hold it.
+ * whether and when it waits is policy.c's (client.c's for transactions).
+ * OccGate is opaque: a key's lock tag, and whether we hold it.
  *
  *-------------------------------------------------------------------------
  */
@@ -215,6 +220,21 @@ occ_gate_wait(OccGate *gate, double timeout_usec)
 }
 
 /*
+ * occ_gate_take_for_transaction: wait for the gate of a key and hold it
+ * until the end of the transaction.  The wait is an ordinary lock wait:
+ * cancels, statement_timeout, lock_timeout and deadlocks end it with an
+ * error, and the transaction's abort releases a grant that raced them.
+ */
+void
+occ_gate_take_for_transaction(uint64 key_hash)
+{
+	LOCKTAG		tag;
+
+	occ_gate_set_tag(&tag, key_hash);
+	(void) LockAcquire(&tag, OCC_GATE_LOCKMODE, false, false);
+}
+
+/*
  * occ.gate(key text): wait for the gate of key and hold it until the end of
  * the transaction.  For writers that do not go through occ.retry: they then
  * queue with occ.retry calls of the same key instead of overtaking them.
@@ -222,14 +242,11 @@ occ_gate_wait(OccGate *gate, double timeout_usec)
 Datum
 occ_gate(PG_FUNCTION_ARGS)
 {
-	LOCKTAG		tag;
-
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("key must not be NULL"),
 				 errhint("Pass the same key as occ.retry's key argument, for example 'account:' || id.")));
-	occ_gate_set_tag(&tag, occ_key_hash(text_to_cstring(PG_GETARG_TEXT_PP(0)), "key"));
-	(void) LockAcquire(&tag, OCC_GATE_LOCKMODE, false, false);
+	occ_gate_take_for_transaction(occ_key_hash(text_to_cstring(PG_GETARG_TEXT_PP(0)), "key"));
 	PG_RETURN_VOID();
 }

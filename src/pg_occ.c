@@ -3,7 +3,8 @@
  * pg_occ.c
  *		Module entry point of pg_occ: the settings, and the shared memory.
  *
- * Loading the library defines the occ.* settings.  Loaded through
+ * Loading the library defines the occ.* settings and installs the hooks
+ * that queue the transactions that set occ.key (client.c).  Loaded through
  * shared_preload_libraries, it also sets up the shared memory of the
  * modules that have some: occ.stats (stats.c), the temperature of queue
  * mode's keys (temperature.c) and the retry budget (budget.c), through one
@@ -60,11 +61,15 @@ occ_shmem_startup(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
-/* _PG_init: define the settings; hook shared memory when preloading */
+/*
+ * _PG_init: define the settings, install the hooks of occ.key; hook shared
+ * memory when preloading
+ */
 void
 _PG_init(void)
 {
 	occ_define_gucs();
+	occ_client_init();
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 	occ_prev_shmem_request_hook = shmem_request_hook;

@@ -20,8 +20,11 @@
  *		backoff.c		the delays (and occ.backoff()),
  *	  sleep.c		sleeping between attempts,
  *	  stats.c		occ.stats and occ.last_retry();
+ *	client.c		the application's own transactions that SET LOCAL
+ *					occ.key, which uses the policy's admission, gate.c,
+ *					temperature.c and stats.c (occ.key_stats);
  *	guc.c			the occ.* settings; sqlstate.c, lists of SQLSTATEs;
- *	pg_occ.c		the module: settings and shared memory.
+ *	pg_occ.c		the module: settings, hooks and shared memory.
  *
  * PostgreSQL versions are dealt with in compat.h, and only there.
  *
@@ -192,6 +195,7 @@ extern int	occ_max_result_size;
 extern double occ_retry_budget;
 extern double occ_retry_budget_ratio;
 extern double occ_retry_budget_floor;
+extern char *occ_key;
 extern void occ_define_gucs(void);
 
 /*
@@ -278,6 +282,7 @@ extern OccGate *occ_gate_create(uint64 key_hash);
 extern uint64 occ_gate_key(const OccGate *gate);
 extern void occ_gate_move(OccGate *gate, uint64 key_hash);
 extern OccGateWait occ_gate_wait(OccGate *gate, double timeout_usec);
+extern void occ_gate_take_for_transaction(uint64 key_hash);
 extern bool occ_gate_held(OccGate *gate);
 extern void occ_gate_release(OccGate *gate);
 
@@ -333,6 +338,7 @@ typedef struct OccPolicy
 
 extern void occ_policy_begin(OccPolicy *p, const OccRetrySpec *spec,
 							 instr_time start, MemoryContext cxt);
+extern bool occ_policy_gate_first(uint64 key_hash);
 extern OccDecision occ_policy_before_first(OccPolicy *p);
 extern void occ_policy_observe(OccPolicy *p, bool failed);
 extern OccDecision occ_policy_after_failure(OccPolicy *p, const OccFailure *f);
@@ -348,7 +354,14 @@ extern bool occ_sqlstates_match(const OccSqlstates *list, int sqlerrcode);
 /* stats.c */
 extern Size occ_stats_shmem_size(void);
 extern void occ_stats_shmem_init(void);
+extern void occ_stats_failure(OccCallResult *result, int sqlerrcode);
 extern void occ_stats_record(const char *sql, uint64 sql_hash,
 							 const OccCallResult *result);
+extern void occ_stats_record_key(const char *key, uint64 key_hash,
+								 const OccCallResult *result);
+
+/* client.c */
+extern bool occ_client_setting_key;
+extern void occ_client_init(void);
 
 #endif							/* PG_OCC_H */

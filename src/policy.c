@@ -44,7 +44,8 @@
  *
  * Before the first attempt, a call in queue mode whose key is hot takes its
  * gate, except one call in OCC_PROBE_ONE_IN, which runs optimistically so
- * that the temperature follows the workload.
+ * that the temperature follows the workload.  Transactions that set occ.key
+ * (client.c) take the same decision before their first statement.
  *
  *-------------------------------------------------------------------------
  */
@@ -118,6 +119,20 @@ occ_policy_wait_timeout(const OccPolicy *p)
 }
 
 /*
+ * occ_policy_gate_first: should an attempt on this key take the gate before
+ * it runs?  Yes when the key is hot, but for one in OCC_PROBE_ONE_IN, which
+ * runs optimistically so that the temperature follows the workload.  For
+ * occ.retry's first attempt, and for transactions that set occ.key
+ * (client.c).
+ */
+bool
+occ_policy_gate_first(uint64 key_hash)
+{
+	return occ_temperature_is_hot(key_hash) &&
+		occ_random_draw() * OCC_PROBE_ONE_IN >= 1.0;
+}
+
+/*
  * occ_policy_before_first: WAIT when the call should take its gate before
  * its first attempt (queue mode, a hot key, not a probe), else RETRY
  */
@@ -126,9 +141,7 @@ occ_policy_before_first(OccPolicy *p)
 {
 	double		timeout = occ_policy_wait_timeout(p);
 
-	if (p->gate == NULL || timeout < 0 ||
-		!occ_temperature_is_hot(occ_gate_key(p->gate)) ||
-		occ_random_draw() * OCC_PROBE_ONE_IN < 1.0)
+	if (p->gate == NULL || timeout < 0 || !occ_policy_gate_first(occ_gate_key(p->gate)))
 		return occ_decide(OCC_STEP_RETRY, 0, NULL, false);
 	return occ_decide(OCC_STEP_WAIT, timeout, NULL, false);
 }
