@@ -15,7 +15,8 @@
 #     - pg_regress (sql/, expected/) and the isolation specs (test/specs/),
 #     - pgTAP (test/tap/) with pg_prove,
 #     - the stress check (test/stress.sh) in backoff and in queue mode, the
-#       interrupt checks of a sleeping and of a queued call (test/interrupt*.sh),
+#       interrupt checks of a sleeping and of a queued call, and of a
+#       transaction queued by SET LOCAL occ.key (test/interrupt*.sh),
 #       occ.retry on a hot standby of the cluster (test/standby.sh), and the
 #       adversarial check (test/fuzz.sh: random and hostile arguments and
 #       bodies; no XX000, no backend lost),
@@ -69,6 +70,7 @@ in_cluster() {
     CONTENTION=queue CLIENTS=96 test/stress.sh
     test/interrupt.sh
     test/interrupt_queue.sh
+    test/interrupt_key.sh
     test/client_gone.sh
     test/standby.sh
     test/fuzz.sh
