@@ -31,11 +31,15 @@ CALL occ.retry('SELECT conflict_until_gated(); UPDATE qcounter SET v = v + 1',
                attempts => NULL, slept => NULL);
 SELECT attempts, slept, outcome, waited < '10min' AS waited_briefly FROM occ.last_retry();
 SELECT * FROM gates;
--- the same through the setting, with a key derived from the body and params
+-- the same through the setting, with keys learned (no key given): the first
+-- failure is not enough to queue (the call backs off 1 ms); after the second
+-- the learner finds the body hot (its attempts fail, carrying no value that
+-- the others do not: $1 is 1 in all of them) and the call waits on the
+-- body's gate
 SET occ.contention = 'queue';
 CALL occ.retry('SELECT conflict_until_gated(); UPDATE qcounter SET v = v + 1 WHERE id = $1',
-               params => row(1), base => '10min', cap => '10min', jitter => 'none');
-SELECT attempts, slept, outcome FROM occ.last_retry();
+               params => row(1), base => '1ms', cap => '1ms', jitter => 'none');
+SELECT attempts, outcome FROM occ.last_retry();
 RESET occ.contention;
 -- backoff mode sleeps instead: every attempt fails, nobody gives a gate
 CALL occ.retry('SELECT conflict_until_gated()', max_attempts => 3,

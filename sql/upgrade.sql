@@ -1,5 +1,6 @@
--- Updating pg_occ from 0.1.0 or 0.2.0 to 0.3.0 (sql/pg_occ--0.1.0--0.2.0.sql,
--- sql/pg_occ--0.2.0--0.3.0.sql) must give the catalog that a fresh 0.3.0
+-- Updating pg_occ from 0.1.0, 0.2.0 or 0.3.0 to 0.4.0
+-- (sql/pg_occ--0.1.0--0.2.0.sql, sql/pg_occ--0.2.0--0.3.0.sql,
+-- sql/pg_occ--0.3.0--0.4.0.sql) must give the catalog that a fresh 0.4.0
 -- install gives: the same member
 -- objects, signatures, properties, privileges, comments and view
 -- definitions, with the schema occ owned by the extension.  pg_regress has
@@ -70,7 +71,7 @@ SELECT 'extension ' || e.extname,
   FROM pg_extension e
  WHERE e.extname = 'pg_occ';
 
--- 1. A fresh install of the default version, 0.3.0
+-- 1. A fresh install of the default version, 0.4.0
 DROP EXTENSION pg_occ;
 SELECT count(*) AS schema_occ_left FROM pg_namespace WHERE nspname = 'occ';
 CREATE EXTENSION pg_occ;
@@ -79,6 +80,12 @@ CREATE TEMP TABLE fresh AS SELECT * FROM occ_catalog;
 SELECT member FROM fresh ORDER BY member COLLATE "C";
 -- every member has a comment
 SELECT member AS member_without_comment FROM fresh WHERE comment IS NULL OR comment = '';
+-- how the installed catalog differs from the fresh one, in both directions
+-- (a difference shows as one record per row)
+CREATE TEMP VIEW differences AS
+SELECT 'missing after the update' AS difference, * FROM (TABLE fresh EXCEPT TABLE occ_catalog) f
+UNION ALL
+SELECT 'only after the update', * FROM (TABLE occ_catalog EXCEPT TABLE fresh) u;
 
 -- A schema occ that exists already makes a fresh install fail
 DROP EXTENSION pg_occ;
@@ -105,21 +112,16 @@ CREATE FUNCTION occ.not_ours() RETURNS int LANGUAGE sql AS 'SELECT 1';
 ALTER EXTENSION pg_occ UPDATE;
 DROP FUNCTION occ.not_ours();
 SELECT extversion, extnamespace::regnamespace AS extnamespace FROM pg_extension WHERE extname = 'pg_occ';
-SELECT extversion = '0.3.0' AS updated_to_0_3_0 FROM pg_extension WHERE extname = 'pg_occ';
+SELECT extversion = '0.4.0' AS updated_to_0_4_0 FROM pg_extension WHERE extname = 'pg_occ';
 SELECT count(*) AS schema_occ_is_member FROM pg_depend
  WHERE classid = 'pg_namespace'::regclass AND objid = 'occ'::regnamespace
    AND refclassid = 'pg_extension'::regclass
    AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_occ') AND deptype = 'e';
--- the catalog is that of a fresh install, in both directions (a difference
--- would show as one record per row)
-CREATE TEMP TABLE updated AS SELECT * FROM occ_catalog;
+-- the catalog is that of a fresh install
 \x on
-SELECT 'missing after the update' AS difference, * FROM (TABLE fresh EXCEPT TABLE updated) f
-UNION ALL
-SELECT 'only after the update', * FROM (TABLE updated EXCEPT TABLE fresh) u
-ORDER BY member, difference;
+SELECT * FROM differences ORDER BY member, difference;
 \x off
-SELECT (SELECT count(*) FROM fresh) AS fresh_members, (SELECT count(*) FROM updated) AS updated_members;
+SELECT (SELECT count(*) FROM fresh) AS fresh_members, (SELECT count(*) FROM occ_catalog) AS updated_members;
 
 -- the new features work after the update
 CALL occ.retry('SELECT 1', contention => 'queue', key => 'k');
@@ -138,7 +140,7 @@ CALL occ.retry('SELECT occ.attempt() AS attempt', result => NULL);
 CALL occ.retry('SELECT 1 AS one', result => NULL, attempts => NULL, slept => NULL);
 
 -- 3b. Version 0.2.0, updated: the same catalog again, and 0.2.0's forms
--- of occ.retry keep working on 0.3.0's library until the update
+-- of occ.retry keep working on 0.4.0's library until the update
 DROP EXTENSION pg_occ;
 CREATE EXTENSION pg_occ VERSION '0.2.0';
 CALL occ.retry('SELECT 1', attempts => NULL, slept => NULL);
@@ -146,15 +148,25 @@ CALL occ.retry('SELECT 1', contention => 'queue', key => 'k');
 SELECT attempts, outcome FROM occ.last_retry();
 ALTER EXTENSION pg_occ UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'pg_occ';
-DROP TABLE updated;
-CREATE TEMP TABLE updated AS SELECT * FROM occ_catalog;
 \x on
-SELECT 'missing after the update' AS difference, * FROM (TABLE fresh EXCEPT TABLE updated) f
-UNION ALL
-SELECT 'only after the update', * FROM (TABLE updated EXCEPT TABLE fresh) u
-ORDER BY member, difference;
+SELECT * FROM differences ORDER BY member, difference;
 \x off
-SELECT (SELECT count(*) FROM fresh) AS fresh_members, (SELECT count(*) FROM updated) AS updated_members;
+SELECT (SELECT count(*) FROM fresh) AS fresh_members, (SELECT count(*) FROM occ_catalog) AS updated_members;
+
+-- 3c. Version 0.3.0, updated: the same catalog again, and 0.3.0's forms keep
+-- working on 0.4.0's library until the update
+DROP EXTENSION pg_occ;
+CREATE EXTENSION pg_occ VERSION '0.3.0';
+CALL occ.retry('SELECT occ.attempt() AS attempt', result => NULL, attempts => NULL, slept => NULL);
+CALL occ.retry('SELECT 1', contention => 'queue', key => 'k');
+SELECT attempts, outcome FROM occ.last_retry();
+SELECT budget_refusals >= 0 AS has_budget_columns FROM occ.stats_info;
+ALTER EXTENSION pg_occ UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'pg_occ';
+\x on
+SELECT * FROM differences ORDER BY member, difference;
+\x off
+SELECT (SELECT count(*) FROM fresh) AS fresh_members, (SELECT count(*) FROM occ_catalog) AS updated_members;
 
 -- 4. DROP EXTENSION removes the schema occ, which the update gave to the
 -- extension
@@ -180,6 +192,7 @@ DROP ROLE occ_upgrade_alice;
 -- leave pg_occ installed at its default version, as pg_regress made it
 CREATE EXTENSION pg_occ;
 SELECT extversion FROM pg_extension WHERE extname = 'pg_occ';
-SELECT count(*) AS differences_from_fresh FROM (TABLE fresh EXCEPT TABLE occ_catalog) f;
-DROP TABLE fresh, updated;
+SELECT count(*) AS differences_from_fresh FROM differences;
+DROP VIEW differences;
+DROP TABLE fresh;
 DROP VIEW occ_catalog;

@@ -24,6 +24,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/lsyscache.h"
 #include "utils/typcache.h"
 
 #include "pg_occ.h"
@@ -203,10 +204,70 @@ occ_parse_retry_on(FunctionCallInfo fcinfo, int argno, OccRetrySpec *spec)
 	}
 }
 
+/* occ_key_text: one key, the text of a value of type (unknown: a C string) */
+static char *
+occ_key_text(Oid type, Datum value)
+{
+	Oid			typoutput;
+	bool		isvarlena;
+	char	   *key;
+
+	if (type == UNKNOWNOID)
+		key = pstrdup(DatumGetCString(value));
+	else
+	{
+		getTypeOutputInfo(type, &typoutput, &isvarlena);
+		key = OidOutputFunctionCall(typoutput, value);
+	}
+	(void) occ_key_hash(key, "key");
+	return key;
+}
+
+/*
+ * occ_parse_keys: the key argument: one key (text, or any value as its
+ * text) or several (an array); type is its type as the call passed it
+ */
+static void
+occ_parse_keys(Datum arg, Oid type, OccRetrySpec *spec)
+{
+	Oid			element = OidIsValid(type) ? get_element_type(type) : InvalidOid;
+	Datum	   *elems;
+	bool	   *nulls;
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+
+	if (!OidIsValid(element))
+	{
+		spec->nkeys = 1;
+		spec->keys = palloc(sizeof(char *));
+		spec->keys[0] = occ_key_text(OidIsValid(type) ? type : TEXTOID, arg);
+		return;
+	}
+	get_typlenbyvalalign(element, &typlen, &typbyval, &typalign);
+	deconstruct_array(DatumGetArrayTypeP(arg), element, typlen, typbyval, typalign,
+					  &elems, &nulls, &spec->nkeys);
+	if (spec->nkeys == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("key must not be an empty array"),
+				 errhint("Pass one key, an array of keys, or NULL to let queue mode find the keys.")));
+	spec->keys = palloc(sizeof(char *) * spec->nkeys);
+	for (int i = 0; i < spec->nkeys; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("key must not contain NULL"),
+					 errhint("Name what the transaction contends on, for example ARRAY['account:' || 1, 'account:' || 2].")));
+		spec->keys[i] = occ_key_text(element, elems[i]);
+	}
+}
+
 /*
  * occ_parse_contention: the contention mode (the argument, or
- * occ.contention) and the key.  Backoff mode uses the key too: a retry that
- * the server's retry budget refuses waits on its gate.
+ * occ.contention) and the keys.  Backoff mode uses the keys too: a retry
+ * that the server's retry budget refuses waits on their gates.
  */
 static void
 occ_parse_contention(FunctionCallInfo fcinfo, int contention_arg, int key_arg,
@@ -224,11 +285,11 @@ occ_parse_contention(FunctionCallInfo fcinfo, int contention_arg, int key_arg,
 										   "contention mode", "modes")->val;
 	}
 
-	spec->key = NULL;
-	if (no_key)
-		return;
-	spec->key = text_to_cstring(PG_GETARG_TEXT_PP(key_arg));
-	(void) occ_key_hash(spec->key, "key");
+	spec->keys = NULL;
+	spec->nkeys = 0;
+	if (!no_key)
+		occ_parse_keys(PG_GETARG_DATUM(key_arg),
+					   get_fn_expr_argtype(fcinfo->flinfo, key_arg), spec);
 }
 
 /*

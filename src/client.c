@@ -11,13 +11,15 @@
  *		SET LOCAL occ.key = 'account:42';
  *
  * waits its turn on the gate of that key (gate.c: the same gate as
- * occ.retry's key argument, through key.c's hash, so that both kinds of
- * callers share one FIFO queue) when the key is hot or when this session's
- * previous transaction with that key failed with a retryable SQLSTATE
- * (occ.retry_sqlstates), and holds it until the transaction ends: it is a
- * transaction-level lock, which commit, abort and the backend's exit
- * release.  Nothing outlives the transaction but the session's memory of
- * its last failed keys, so it works through PgBouncer's transaction pooling.
+ * occ.retry's key argument and occ.gate()'s, through key.c's hash, so that
+ * every kind of caller shares one FIFO queue) when the key is hot or when
+ * this session's previous transaction with that key failed with a
+ * retryable SQLSTATE (occ.retry_sqlstates), and holds it until the
+ * transaction ends: it is a transaction-level lock, which commit, abort and
+ * the backend's exit release.  SET LOCAL occ.key = 'account:1', 'account:2'
+ * gives several keys, whose gates are taken in the one order of every
+ * caller.  Nothing outlives the transaction but the session's memory of its
+ * last failed keys, so it works through PgBouncer's transaction pooling.
  *
  * The wait must come before the transaction's snapshot: a transaction that
  * took its snapshot before waiting would, in REPEATABLE READ and
@@ -59,7 +61,7 @@
  * with log_min_messages at its default (warning), or at error or below, is
  * every error.  With log_min_messages at log, fatal or panic, errors are not
  * logged and reach no hook: failures then do not heat keys.  The counts go
- * to occ.key_stats (stats.c).
+ * to occ.key_stats (stats.c), under each key of the transaction.
  *
  * Whether a transaction queues is decided as for occ.retry's first attempt
  * (policy.c); holding the gate is gate.c's.
@@ -83,15 +85,15 @@
 /* keys whose last transaction in this session failed, remembered at most */
 #define OCC_FAILED_KEYS 8
 
-/* The running transaction's key, from its SET LOCAL occ.key to its end */
+/* The running transaction's keys, from its SET LOCAL occ.key to its end */
 typedef struct OccClientXact
 {
-	bool		active;			/* the transaction has set occ.key */
-	uint64		key_hash;
-	char	   *key;			/* in TopMemoryContext */
-	Oid			userid;			/* the role that set it */
-	bool		gated;			/* took the gate of the key */
-	double		wait_ms;		/* waiting for it */
+	int			nkeys;			/* 0: the transaction has set no key */
+	uint64	   *hashes;			/* each key once, in the order given */
+	char	  **keys;			/* their text, for occ.key_stats */
+	Oid			userid;			/* the role that set them */
+	bool		gated;			/* took the gates of the keys */
+	double		wait_ms;		/* waiting for them */
 	int			sqlerrcode;		/* of the last error it reported, or 0 */
 } OccClientXact;
 
@@ -106,6 +108,7 @@ typedef struct OccFailedKey
 bool		occ_client_setting_key = false;
 
 static OccClientXact occ_xact;
+static MemoryContext occ_xact_cxt = NULL;	/* occ_xact's keys, reset at its end */
 static OccFailedKey occ_failed[OCC_FAILED_KEYS];
 static int	occ_failed_next = 0;	/* the slot to fill next, in a ring */
 
@@ -144,17 +147,70 @@ occ_failed_note(uint64 key_hash, bool failed)
 	occ_failed_next = (occ_failed_next + 1) % OCC_FAILED_KEYS;
 }
 
+/* occ_keys_contain: is key_hash one of keys? */
+static bool
+occ_keys_contain(const uint64 *keys, int nkeys, uint64 key_hash)
+{
+	for (int i = 0; i < nkeys; i++)
+		if (keys[i] == key_hash)
+			return true;
+	return false;
+}
+
+/*
+ * occ_client_keys: the keys of SET LOCAL occ.key = 'a', 'b', ..., each
+ * once (each value spelled as SET spells it: a number is a key too);
+ * returns how many
+ */
+static int
+occ_client_keys(VariableSetStmt *stmt, uint64 **hashes, char ***keys)
+{
+	int			n = 0;
+	ListCell   *lc;
+
+	*hashes = palloc(sizeof(uint64) * list_length(stmt->args));
+	*keys = palloc(sizeof(char *) * list_length(stmt->args));
+	foreach(lc, stmt->args)
+	{
+		VariableSetStmt one = *stmt;
+		char	   *key;
+		uint64		key_hash;
+
+		one.args = list_make1(lfirst(lc));
+		key = ExtractSetVariableArgs(&one);
+		key_hash = occ_key_hash(key, "occ.key");
+		if (occ_keys_contain(*hashes, n, key_hash))
+			continue;
+		(*hashes)[n] = key_hash;
+		(*keys)[n++] = key;
+	}
+	return n;
+}
+
+/*
+ * occ_client_same_keys: does SET LOCAL occ.key give the keys the
+ * transaction has set already (in any order)?
+ */
+static bool
+occ_client_same_keys(const uint64 *hashes, int nkeys)
+{
+	for (int i = 0; i < nkeys; i++)
+		if (!occ_keys_contain(occ_xact.hashes, occ_xact.nkeys, hashes[i]))
+			return false;
+	for (int i = 0; i < occ_xact.nkeys; i++)
+		if (!occ_keys_contain(hashes, nkeys, occ_xact.hashes[i]))
+			return false;
+	return true;
+}
+
 /*
  * occ_client_check: refuse a SET of occ.key that cannot queue its
- * transaction, with why and what to do; returns the key, and its hash in
- * key_hash.  Setting the key the transaction has set already is allowed,
- * and changes nothing.
+ * transaction, with why and what to do
  */
-static char *
-occ_client_check(VariableSetStmt *stmt, ProcessUtilityContext context, uint64 *key_hash)
+static void
+occ_client_check(VariableSetStmt *stmt, ProcessUtilityContext context)
 {
 	const char *hint = "Run SET LOCAL occ.key = '...' as the first statement after BEGIN.";
-	char	   *key;
 
 	if (!stmt->is_local)
 		ereport(ERROR,
@@ -172,54 +228,58 @@ occ_client_check(VariableSetStmt *stmt, ProcessUtilityContext context, uint64 *k
 				(errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),
 				 errmsg("SET LOCAL occ.key can only be used in transaction blocks"),
 				 errhint("%s", hint)));
-	key = ExtractSetVariableArgs(stmt);
-	*key_hash = occ_key_hash(key, "occ.key");
-	if (occ_xact.active && occ_xact.key_hash != *key_hash)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("occ.key is set to another key in this transaction already"),
-				 errhint("Set one key per transaction.")));
-	if (!occ_xact.active && FirstSnapshotSet)
+	if (occ_xact.nkeys > 0)
+		return;					/* set again: the keys are compared later */
+	if (FirstSnapshotSet)
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 				 errmsg("SET LOCAL occ.key must be the first statement of the transaction"),
 				 errdetail("The transaction has taken its snapshot: after waiting for the gate it would not see the commits of the transactions before it."),
 				 errhint("%s", hint)));
 	/* a gate taken in a subtransaction would go with its rollback */
-	if (!occ_xact.active && IsSubTransaction())
+	if (IsSubTransaction())
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 				 errmsg("SET LOCAL occ.key must be the first statement of the transaction, before any SAVEPOINT"),
 				 errhint("%s", hint)));
-	return key;
 }
 
 /*
- * occ_client_begin: the transaction has set its key: take the gate of the
- * key, waiting in FIFO order, when the key is hot (as occ.retry's first
- * attempt would) or its last transaction in this session failed
+ * occ_client_begin: the transaction has set its keys: take their gates, in
+ * the one order of every caller (gate.c), waiting in FIFO order, when one
+ * of them is hot (as occ.retry's first attempt would) or failed in its last
+ * transaction in this session
  */
 static void
-occ_client_begin(const char *key, uint64 key_hash)
+occ_client_begin(const uint64 *hashes, char **keys, int nkeys)
 {
+	bool		failed = false;
+	uint64	   *order;
 	instr_time	start;
 
-	occ_xact.key = MemoryContextStrdup(TopMemoryContext, key);
-	occ_xact.key_hash = key_hash;
+	occ_xact.hashes = MemoryContextAlloc(occ_xact_cxt, sizeof(uint64) * nkeys);
+	memcpy(occ_xact.hashes, hashes, sizeof(uint64) * nkeys);
+	occ_xact.keys = MemoryContextAlloc(occ_xact_cxt, sizeof(char *) * nkeys);
+	for (int i = 0; i < nkeys; i++)
+		occ_xact.keys[i] = MemoryContextStrdup(occ_xact_cxt, keys[i]);
 	occ_xact.userid = GetUserId();
-	occ_xact.active = true;
-	if (occ_failed_find(key_hash) < 0 && !occ_policy_gate_first(key_hash))
+	occ_xact.nkeys = nkeys;
+	for (int i = 0; i < nkeys; i++)
+		failed |= (occ_failed_find(hashes[i]) >= 0);
+	if (!failed && !occ_policy_gate_first(hashes, nkeys))
 		return;
+	order = palloc(sizeof(uint64) * nkeys);
+	memcpy(order, hashes, sizeof(uint64) * nkeys);
 	INSTR_TIME_SET_CURRENT(start);
-	occ_gate_take_for_transaction(key_hash);
+	occ_gate_lock_keys(order, nkeys);
 	occ_xact.wait_ms = occ_elapsed_usec(start) / 1000.0;
 	occ_xact.gated = true;
 }
 
 /*
  * occ_client_end: the transaction has committed or aborted: heat or cool
- * its key, remember whether it failed, and count it.  Runs in the
- * end-of-transaction callback: raises no error.
+ * its keys, remember whether it failed, and count it under each key.  Runs
+ * in the end-of-transaction callback: raises no error.
  */
 static void
 occ_client_end(bool committed)
@@ -231,9 +291,6 @@ occ_client_end(bool committed)
 	memset(&occ_xact, 0, sizeof(occ_xact));
 	retryable = !committed && x.sqlerrcode != 0 &&
 		occ_sqlstates_match(occ_retry_sqlstates_parsed, x.sqlerrcode);
-	if (committed || retryable)
-		occ_temperature_observe(x.key_hash, x.gated, retryable);
-	occ_failed_note(x.key_hash, retryable);
 
 	memset(&r, 0, sizeof(r));
 	r.userid = x.userid;
@@ -243,35 +300,37 @@ occ_client_end(bool committed)
 		occ_stats_failure(&r, x.sqlerrcode);
 	r.queued = x.gated;
 	r.wait_ms = r.max_wait_ms = x.wait_ms;
-	occ_stats_record_key(x.key, x.key_hash, &r);
-	pfree(x.key);
+	for (int i = 0; i < x.nkeys; i++)
+	{
+		if (committed || retryable)
+			occ_temperature_observe(x.hashes[i], x.gated, retryable);
+		occ_failed_note(x.hashes[i], retryable);
+		occ_stats_record_key(x.keys[i], x.hashes[i], &r);
+	}
+	MemoryContextReset(occ_xact_cxt);
 }
 
 /*
- * occ_client_process_utility: SET LOCAL occ.key: check it, set it, then
- * queue; every other statement passes through
+ * occ_client_set_key: SET LOCAL occ.key: check it, set it, then queue.  A
+ * transaction may set its keys again, the same ones.
  */
 static void
-occ_client_process_utility(PlannedStmt *pstmt, const char *queryString,
-						   bool readOnlyTree, ProcessUtilityContext context,
-						   ParamListInfo params, QueryEnvironment *queryEnv,
-						   DestReceiver *dest, QueryCompletion *qc)
+occ_client_set_key(VariableSetStmt *stmt, ProcessUtilityContext context,
+				   ProcessUtility_hook_type next, PlannedStmt *pstmt,
+				   const char *queryString, bool readOnlyTree, ParamListInfo params,
+				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
 {
-	VariableSetStmt *stmt = (VariableSetStmt *) pstmt->utilityStmt;
-	ProcessUtility_hook_type next = occ_prev_process_utility ?
-		occ_prev_process_utility : standard_ProcessUtility;
-	char	   *key;
-	uint64		key_hash;
-	bool		was_active = occ_xact.active;
+	uint64	   *hashes;
+	char	  **keys;
+	int			nkeys;
 
-	if (!IsA(stmt, VariableSetStmt) || stmt->kind != VAR_SET_VALUE ||
-		pg_strcasecmp(stmt->name, "occ.key") != 0)
-	{
-		next(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
-		return;
-	}
-
-	key = occ_client_check(stmt, context, &key_hash);
+	occ_client_check(stmt, context);
+	nkeys = occ_client_keys(stmt, &hashes, &keys);
+	if (occ_xact.nkeys > 0 && !occ_client_same_keys(hashes, nkeys))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("occ.key is set to other keys in this transaction already"),
+				 errhint("Set the keys of a transaction once, all in one SET LOCAL occ.key = 'a', 'b'.")));
 	occ_client_setting_key = true;
 	PG_TRY();
 	{
@@ -282,33 +341,55 @@ occ_client_process_utility(PlannedStmt *pstmt, const char *queryString,
 		occ_client_setting_key = false;
 	}
 	PG_END_TRY();
-	if (!was_active)
-		occ_client_begin(key, key_hash);
+	if (occ_xact.nkeys == 0)
+		occ_client_begin(hashes, keys, nkeys);
+}
+
+/*
+ * occ_client_process_utility: SET LOCAL occ.key = ... is ours; every other
+ * statement passes through
+ */
+static void
+occ_client_process_utility(PlannedStmt *pstmt, const char *queryString,
+						   bool readOnlyTree, ProcessUtilityContext context,
+						   ParamListInfo params, QueryEnvironment *queryEnv,
+						   DestReceiver *dest, QueryCompletion *qc)
+{
+	VariableSetStmt *stmt = (VariableSetStmt *) pstmt->utilityStmt;
+	ProcessUtility_hook_type next = occ_prev_process_utility ?
+		occ_prev_process_utility : standard_ProcessUtility;
+
+	if (IsA(stmt, VariableSetStmt) && stmt->kind == VAR_SET_VALUE &&
+		pg_strcasecmp(stmt->name, "occ.key") == 0)
+		occ_client_set_key(stmt, context, next, pstmt, queryString, readOnlyTree,
+						   params, queryEnv, dest, qc);
+	else
+		next(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 }
 
 /*
  * occ_client_emit_log: note the SQLSTATE of each error that a transaction
- * with a key reports; the last one is what aborted it
+ * with keys reports; the last one is what aborted it
  */
 static void
 occ_client_emit_log(ErrorData *edata)
 {
-	if (occ_xact.active && edata->elevel >= ERROR)
+	if (occ_xact.nkeys > 0 && edata->elevel >= ERROR)
 		occ_xact.sqlerrcode = edata->sqlerrcode;
 	if (occ_prev_emit_log)
 		occ_prev_emit_log(edata);
 }
 
-/* occ_client_xact_callback: a transaction with a key ends */
+/* occ_client_xact_callback: a transaction with keys ends */
 static void
 occ_client_xact_callback(XactEvent event, void *arg)
 {
-	if (!occ_xact.active)
+	if (occ_xact.nkeys == 0)
 		return;
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PREPARE:	/* its gate goes with it, as a commit's */
+		case XACT_EVENT_PREPARE:	/* its gates go with it, as a commit's */
 			occ_client_end(true);
 			break;
 		case XACT_EVENT_ABORT:
@@ -326,6 +407,8 @@ occ_client_xact_callback(XactEvent event, void *arg)
 void
 occ_client_init(void)
 {
+	occ_xact_cxt = AllocSetContextCreate(TopMemoryContext, "pg_occ occ.key",
+										 ALLOCSET_SMALL_SIZES);
 	occ_prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = occ_client_process_utility;
 	occ_prev_emit_log = emit_log_hook;

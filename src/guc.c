@@ -239,9 +239,9 @@ occ_define_gucs(void)
 							 PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomStringVariable("occ.key",
 							   "Contention key of the transaction: it waits its turn on the key's gate when the key is hot.",
-							   "Set it with SET LOCAL as the first statement after BEGIN.",
+							   "Set it with SET LOCAL as the first statement after BEGIN; a list gives several keys.",
 							   &occ_key, "",
-							   PGC_USERSET, GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
+							   PGC_USERSET, GUC_LIST_INPUT | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
 							   occ_check_key, NULL, NULL);
 	/* sizes shared memory, so it exists only when preloading */
 	if (process_shared_preload_libraries_in_progress)

@@ -1,24 +1,47 @@
 /*-------------------------------------------------------------------------
  *
  * key.c
- *		The contention key of a call: the key it gives, or one derived from
- *		its body and parameters.
+ *		The contention keys of a call: the keys it gives, or the values
+ *		that its parameters carry, from which the learner (learner.c) picks
+ *		the hot ones.
  *
  * A key is known by its 64-bit hash, which names its gate (gate.c) and its
- * temperature slot (temperature.c).  A key given as text (occ.retry's key,
- * occ.gate's) hashes its text.  A call that gives none gets the body's text
- * and the text of each parameter value, so that a body with WHERE id = $1
- * gets one gate per row; the policy may move such a call to the key of its
- * body alone (policy.c).
+ * temperature slot (temperature.c).  Keys live in two namespaces that never
+ * meet: a key given as text (occ.retry's key, occ.gate's) hashes its text;
+ * a key learned from a call hashes the body's text, alone or with one value
+ * that the call carries.
+ *
+ * A value is hashed in a canonical form, so that one row gets one gate
+ * whatever the session's settings: with its type's extended hash function
+ * (the one hash joins use: a timestamptz hashes its instant, not its text in
+ * the session's TimeZone; 1::int and 1::bigint hash alike), else its binary
+ * output, else its text output.  The elements of an array are values of
+ * their own (a body may update the rows WHERE id = ANY($1)).  NULLs and
+ * large values (more than OCC_KEY_VALUE_MAX bytes: never a row's identity)
+ * are not values.  Values are hashed only for calls that need them: when
+ * their body has failed recently, or when an attempt has just failed.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
 #include "common/hashfn.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/typcache.h"
 
 #include "pg_occ.h"
+
+/* Larger values are not keys */
+#define OCC_KEY_VALUE_MAX 256
+
+/* The elements of a longer array are not keys (the array is one value) */
+#define OCC_KEY_ARRAY_MAX 64
+
+/* hash_bytes_extended's seed for keys given as text, apart from learned keys */
+#define OCC_KEY_GIVEN_SEED UINT64CONST(0x6f63632e6b657921)
 
 /*
  * occ_key_hash: the hash of a key given as text (occ.retry's key, or
@@ -32,45 +55,147 @@ occ_key_hash(const char *key, const char *what)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be empty", what),
 				 errhint("Name what the transaction contends on, for example 'account:' || id.")));
-	return occ_hash_text(key);
+	return hash_bytes_extended((const unsigned char *) key, strlen(key), OCC_KEY_GIVEN_SEED);
+}
+
+/* occ_key_of_body: the learned key of a body alone */
+uint64
+occ_key_of_body(uint64 body_hash)
+{
+	return body_hash;
+}
+
+/* occ_key_of_value: the learned key of a body and one value it carries */
+uint64
+occ_key_of_value(uint64 body_hash, uint64 value_hash)
+{
+	return hash_combine64(body_hash, value_hash);
 }
 
 /*
- * occ_key_derive: the key of a call that gives none: the body's text and
- * the text of each parameter value.
+ * occ_key_hash_datum: the canonical hash of a value of a type (see the file
+ * header)
  */
 static uint64
-occ_key_derive(uint64 body_hash, int nargs, const Oid *argtypes,
-			   const Datum *values, const char *nulls)
+occ_key_hash_datum(Oid type, Datum value)
 {
-	uint64		hash = body_hash;
+	TypeCacheEntry *tc = lookup_type_cache(type, TYPECACHE_HASH_EXTENDED_PROC_FINFO);
+	Oid			send;
+	bool		isvarlena;
 
-	for (int i = 0; i < nargs; i++)
+	if (OidIsValid(tc->hash_extended_proc))
+		return DatumGetUInt64(FunctionCall2Coll(&tc->hash_extended_proc_finfo,
+												tc->typcollation, value,
+												UInt64GetDatum(0)));
+	getTypeBinaryOutputInfo(type, &send, &isvarlena);
+	if (OidIsValid(send))
+	{
+		bytea	   *bytes = OidSendFunctionCall(send, value);
+
+		return hash_bytes_extended((const unsigned char *) VARDATA(bytes),
+								   VARSIZE(bytes) - VARHDRSZ, type);
+	}
+	else
 	{
 		Oid			typoutput;
-		bool		isvarlena;
 		char	   *text;
 
-		if (nulls[i] == 'n')
-		{
-			hash = hash_combine64(hash, 0);
-			continue;
-		}
-		getTypeOutputInfo(argtypes[i], &typoutput, &isvarlena);
-		text = OidOutputFunctionCall(typoutput, values[i]);
-		hash = hash_combine64(hash, hash_bytes_extended((const unsigned char *) text,
-														strlen(text), argtypes[i]));
-		pfree(text);
+		getTypeOutputInfo(type, &typoutput, &isvarlena);
+		text = OidOutputFunctionCall(typoutput, value);
+		return hash_bytes_extended((const unsigned char *) text, strlen(text), type);
 	}
-	return hash;
 }
 
-/* occ_key_of_call: the hash of the call's key, given or derived */
-uint64
-occ_key_of_call(const OccRetrySpec *spec)
+/* occ_key_value_text: a short text of a value, for occ.stats */
+static void
+occ_key_value_text(Oid type, Datum value, char *out)
 {
-	if (spec->key != NULL)
-		return occ_key_hash(spec->key, "key");
-	return occ_key_derive(spec->sql_hash, spec->nargs, spec->argtypes,
-						  spec->values, spec->nulls);
+	Oid			typoutput;
+	bool		isvarlena;
+	char	   *text;
+
+	getTypeOutputInfo(type, &typoutput, &isvarlena);
+	text = OidOutputFunctionCall(typoutput, value);
+	strlcpy(out, text, OCC_KEY_TEXT_MAX);
+	if (strlen(text) >= OCC_KEY_TEXT_MAX)
+		strcpy(out + OCC_KEY_TEXT_MAX - 4, "...");
+	pfree(text);
+}
+
+/* occ_key_add: add a value of a parameter to the values of a call */
+static void
+occ_key_add(OccKeyValues *kv, int position, Oid type, Datum value, bool with_text)
+{
+	OccKeyValue *v;
+
+	if (get_typlen(type) == -1 && VARSIZE_ANY(DatumGetPointer(value)) > OCC_KEY_VALUE_MAX)
+		return;
+	if (kv->n == kv->size)
+	{
+		kv->size *= 2;
+		kv->values = repalloc(kv->values, sizeof(OccKeyValue) * kv->size);
+	}
+	v = &kv->values[kv->n++];
+	v->hash = occ_key_hash_datum(type, value);
+	v->position = position;
+	v->text[0] = '\0';
+	if (with_text)
+		occ_key_value_text(type, value, v->text);
+}
+
+/*
+ * occ_key_values: the values that a call's parameters carry (see the file
+ * header), with their text when with_text (for a failed attempt, which the
+ * learner may start to track), in the current memory context
+ */
+OccKeyValues *
+occ_key_values(const OccRetrySpec *spec, bool with_text)
+{
+	OccKeyValues *kv = palloc(sizeof(OccKeyValues));
+
+	kv->n = 0;
+	kv->size = Max(spec->nargs, 4);
+	kv->values = palloc(sizeof(OccKeyValue) * kv->size);
+	for (int i = 0; i < spec->nargs; i++)
+	{
+		Oid			element = get_element_type(spec->argtypes[i]);
+
+		if (spec->nulls[i] == 'n')
+			continue;
+		if (OidIsValid(element))
+		{
+			ArrayType  *array = DatumGetArrayTypeP(spec->values[i]);
+			Datum	   *elems;
+			bool	   *nulls;
+			int			n;
+			int16		typlen;
+			bool		typbyval;
+			char		typalign;
+
+			if (ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)) <= OCC_KEY_ARRAY_MAX)
+			{
+				get_typlenbyvalalign(element, &typlen, &typbyval, &typalign);
+				deconstruct_array(array, element, typlen, typbyval, typalign,
+								  &elems, &nulls, &n);
+				for (int e = 0; e < n; e++)
+					if (!nulls[e])
+						occ_key_add(kv, i + 1, element, elems[e], with_text);
+				continue;
+			}
+		}
+		occ_key_add(kv, i + 1, spec->argtypes[i], spec->values[i], with_text);
+	}
+	return kv;
+}
+
+/*
+ * occ_key_given: the hashes of the keys the call gives (spec->keys), into
+ * keys, which has room for spec->nkeys; returns their number
+ */
+int
+occ_key_given(const OccRetrySpec *spec, uint64 *keys)
+{
+	for (int i = 0; i < spec->nkeys; i++)
+		keys[i] = occ_key_hash(spec->keys[i], "key");
+	return spec->nkeys;
 }

@@ -7,7 +7,8 @@
  * that queue the transactions that set occ.key (client.c).  Loaded through
  * shared_preload_libraries, it also sets up the shared memory of the
  * modules that have some: occ.stats (stats.c), the temperature of queue
- * mode's keys (temperature.c) and the retry budget (budget.c), through one
+ * mode's keys (temperature.c), what the learner found (learner.c) and the
+ * retry budget (budget.c), through one
  * pair of hooks that asks each module its size and has it initialise its
  * part.  Loaded any other way (CREATE EXTENSION, the first call),
  * everything but the statistics and the budget works, and queue mode queues
@@ -42,9 +43,11 @@ occ_shmem_request(void)
 		occ_prev_shmem_request_hook();
 	size = add_size(size, occ_stats_shmem_size());
 	size = add_size(size, occ_temperature_shmem_size());
+	size = add_size(size, occ_learner_shmem_size());
 	size = add_size(size, occ_budget_shmem_size());
 	RequestAddinShmemSpace(size);
 	RequestNamedLWLockTranche("pg_occ", 1);
+	occ_learner_shmem_request();
 }
 
 /* occ_shmem_startup: have each module create or attach to its part */
@@ -57,6 +60,7 @@ occ_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	occ_stats_shmem_init();
 	occ_temperature_shmem_init();
+	occ_learner_shmem_init();
 	occ_budget_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }

@@ -13,8 +13,9 @@
  *	  attempt.c		one attempt as a transaction (with plan_cache.c, the
  *					kept plans of bodies, and result.c, the body's rows),
  *	  policy.c		the decision after a failed attempt, which uses
- *		key.c			the call's contention key,
- *		gate.c			the FIFO gate of a key (a lock),
+ *		key.c			the call's contention keys, given or carried,
+ *		learner.c		which values a body's failures concentrate on,
+ *		gate.c			the FIFO gates of keys (locks),
  *		temperature.c	which keys are hot,
  *		budget.c		the server-wide retry budget,
  *		backoff.c		the delays (and occ.backoff()),
@@ -132,7 +133,8 @@ typedef struct OccRetrySpec
 	const char *isolation;		/* transaction_isolation spelling */
 	OccSqlstates *retry_on;
 	OccContention contention;
-	const char *key;			/* contention key given, or NULL */
+	char	  **keys;			/* contention keys given (key), or NULL */
+	int			nkeys;
 } OccRetrySpec;
 
 /* How a call ended and what it cost, for occ.stats and occ.last_retry() */
@@ -265,11 +267,43 @@ extern bool occ_result_jsonb(DestReceiver *self, Datum *jsonb);
 extern void occ_result_free(DestReceiver *self);
 
 /* key.c */
-extern uint64 occ_key_hash(const char *key, const char *what);
-extern uint64 occ_key_of_call(const OccRetrySpec *spec);
 
-/* gate.c */
-typedef struct OccGate OccGate;
+/* Longest text of a value kept for occ.stats, in bytes with the NUL */
+#define OCC_KEY_TEXT_MAX 32
+
+/* A value that a call's parameter carries: a candidate contention key */
+typedef struct OccKeyValue
+{
+	uint64		hash;			/* canonical: see key.c */
+	int			position;		/* of the parameter: $n */
+	char		text[OCC_KEY_TEXT_MAX]; /* when asked for, else "" */
+} OccKeyValue;
+
+typedef struct OccKeyValues
+{
+	int			n;
+	int			size;
+	OccKeyValue *values;
+} OccKeyValues;
+
+extern uint64 occ_key_hash(const char *key, const char *what);
+extern int	occ_key_given(const OccRetrySpec *spec, uint64 *keys);
+extern OccKeyValues *occ_key_values(const OccRetrySpec *spec, bool with_text);
+extern uint64 occ_key_of_body(uint64 body_hash);
+extern uint64 occ_key_of_value(uint64 body_hash, uint64 value_hash);
+
+/* learner.c */
+extern Size occ_learner_shmem_size(void);
+extern void occ_learner_shmem_request(void);
+extern void occ_learner_shmem_init(void);
+extern bool occ_learner_knows(uint64 body);
+extern void occ_learner_observe(uint64 body, const OccKeyValues *values,
+								bool gated, bool failed);
+extern int	occ_learner_keys(uint64 body, const OccKeyValues *values, uint64 *keys);
+extern char *occ_learner_describe(Oid dbid, uint64 body);
+
+/* gate.c: the gates of a call's keys, taken in one global order */
+typedef struct OccGates OccGates;
 
 typedef enum OccGateWait
 {
@@ -278,13 +312,14 @@ typedef enum OccGateWait
 	OCC_GATE_UNAVAILABLE		/* deadlock, lock table full, lock_timeout */
 } OccGateWait;
 
-extern OccGate *occ_gate_create(uint64 key_hash);
-extern uint64 occ_gate_key(const OccGate *gate);
-extern void occ_gate_move(OccGate *gate, uint64 key_hash);
-extern OccGateWait occ_gate_wait(OccGate *gate, double timeout_usec);
-extern void occ_gate_take_for_transaction(uint64 key_hash);
-extern bool occ_gate_held(OccGate *gate);
-extern void occ_gate_release(OccGate *gate);
+extern OccGates *occ_gates_create(const uint64 *keys, int nkeys);
+extern int	occ_gates_count(const OccGates *gates);
+extern uint64 occ_gates_key(const OccGates *gates, int i);
+extern bool occ_gates_same(const OccGates *gates, const uint64 *keys, int nkeys);
+extern OccGateWait occ_gates_wait(OccGates *gates, double timeout_usec);
+extern bool occ_gates_held(OccGates *gates);
+extern void occ_gates_release(OccGates *gates);
+extern void occ_gate_lock_keys(uint64 *keys, int nkeys);
 
 /* temperature.c */
 extern Size occ_temperature_shmem_size(void);
@@ -326,21 +361,21 @@ typedef struct OccPolicy
 {
 	const OccRetrySpec *spec;
 	instr_time	start;			/* of the call, for max_duration */
-	OccGate    *gate;			/* the call's gate, NULL until it needs one */
-	MemoryContext cxt;			/* where the gate is made */
-	bool		derived;		/* the key was derived, not given */
-	bool		escalated;		/* moved to the gate of the body alone */
+	MemoryContext cxt;			/* where gates and values are made */
+	OccGates   *gates;			/* the call's gates, NULL while it has none */
+	OccKeyValues *values;		/* the values it carries, NULL until hashed */
+	bool		values_text;	/* with their text */
 	bool		bypassed;		/* a wait failed: the call runs ungated */
 	bool		refused;		/* the budget refused the pending retry */
 	double		prev;			/* the previous delay (decorrelated jitter) */
-	int			gated_failures; /* failures while holding the gate */
+	int			gated_failures; /* failures while holding the gates */
 } OccPolicy;
 
 extern void occ_policy_begin(OccPolicy *p, const OccRetrySpec *spec,
 							 instr_time start, MemoryContext cxt);
-extern bool occ_policy_gate_first(uint64 key_hash);
+extern bool occ_policy_gate_first(const uint64 *keys, int nkeys);
 extern OccDecision occ_policy_before_first(OccPolicy *p);
-extern void occ_policy_observe(OccPolicy *p, bool failed);
+extern void occ_policy_observe(OccPolicy *p, int sqlerrcode);
 extern OccDecision occ_policy_after_failure(OccPolicy *p, const OccFailure *f);
 extern OccDecision occ_policy_after_wait(OccPolicy *p, const OccFailure *f,
 										 OccGateWait outcome);

@@ -7,8 +7,8 @@
  * The retry loop (retry.c) runs an attempt, asks the policy, and does what
  * it says.  The policy runs no SQL: it decides from the failure, the call's
  * options and what it has decided before, drawing on the retry budget
- * (budget.c), the temperature of keys (temperature.c), the key (key.c),
- * the gate's state (gate.c) and the delays (backoff.c).  The rules, in the
+ * (budget.c), the keys (key.c, learner.c) and their temperature
+ * (temperature.c), the gates' state (gate.c) and the delays (backoff.c).  The rules, in the
  * order they apply:
  *
  *	1. A SQLSTATE not in retry_on is raised as it is.
@@ -22,18 +22,21 @@
  *	   call that holds its gate already has nothing left to wait for: it
  *	   gives up.
  *	5. Queue mode (or a refused retry): instead of sleeping, wait for the
- *	   gate of the key, then keep it across the call's further attempts
- *	   (and take it again if the body released it).  When a gated attempt
- *	   still loses, a derived key that is not hot escalates to the gate of
- *	   the body alone: a parameter that varies per call, such as an amount,
- *	   split one row's callers over many gates.  A deadlock is a cycle with
- *	   another transaction, not a queue of callers, and that transaction
- *	   may be a writer that holds a row of the body and waits for our gate
- *	   (occ.gate()): the call releases its gate and backs off ungated, so
- *	   that the winner can go on and take the locks this attempt released
- *	   (a refused retry waits for the gate instead).  If the wait cannot be
- *	   had (deadlock, lock table full, lock_timeout), the call runs ungated
- *	   with backoff for the rest of the call, or gives up if refused.
+ *	   gates of the call's keys, in one global order (gate.c), then keep
+ *	   them across the call's further attempts (and take them again if the
+ *	   body released them).  The keys are those the call gives; without
+ *	   them, those the learner (learner.c) finds hot among the values the
+ *	   call carries, looked up again after each failure: a call that
+ *	   carries no hot value backs off without a gate.  A refused retry
+ *	   without keys waits on the gate of its body.  A deadlock is a cycle
+ *	   with another transaction, not a queue of callers, and that
+ *	   transaction may be a writer that holds a row of the body and waits
+ *	   for our gate (occ.gate()): the call releases its gates and backs off
+ *	   ungated, so that the winner can go on and take the locks this attempt
+ *	   released (a refused retry waits for the gates instead).  If the wait
+ *	   cannot be had (deadlock, lock table full, lock_timeout), the call
+ *	   runs ungated with backoff for the rest of the call, or gives up if
+ *	   refused.
  *	6. Backoff: sleep a jittered delay.  A gated attempt lost to someone
  *	   outside the queue; after a serialization failure the winner has
  *	   committed, so the first time it runs again at once; after that it
@@ -42,10 +45,12 @@
  *	7. max_duration: a call gives up when the next delay, or the wait for
  *	   the gate, would exceed it.
  *
- * Before the first attempt, a call in queue mode whose key is hot takes its
- * gate, except one call in OCC_PROBE_ONE_IN, which runs optimistically so
- * that the temperature follows the workload.  Transactions that set occ.key
- * (client.c) take the same decision before their first statement.
+ * Before the first attempt, a call in queue mode that gives a hot key
+ * (temperature.c), or carries a value its body's failures concentrate on,
+ * takes its gates, except one call in OCC_PROBE_ONE_IN, which runs
+ * optimistically so that the measures follow the workload.  Only failures
+ * the call would retry heat its keys.  A transaction that sets occ.key
+ * (client.c) is admitted by the same rule, before its first statement.
  *
  *-------------------------------------------------------------------------
  */
@@ -71,24 +76,77 @@ occ_decide(OccStep step, double usec, const char *why, bool gave_up)
 	return d;
 }
 
-/* occ_policy_gate: the call's gate, made when first needed */
-static OccGate *
-occ_policy_gate(OccPolicy *p)
+/*
+ * occ_policy_values: the values the call carries, hashed once (with their
+ * text once it fails, for the learner's display)
+ */
+static OccKeyValues *
+occ_policy_values(OccPolicy *p, bool with_text)
 {
-	if (p->gate == NULL)
+	if (p->values == NULL || (with_text && !p->values_text))
 	{
 		MemoryContext old = MemoryContextSwitchTo(p->cxt);
 
-		p->gate = occ_gate_create(occ_key_of_call(p->spec));
+		p->values = occ_key_values(p->spec, with_text);
+		p->values_text = with_text;
 		MemoryContextSwitchTo(old);
 	}
-	return p->gate;
+	return p->values;
 }
 
 /*
- * occ_policy_begin: a call begins.  Queue mode makes its gate now (deriving
- * a key reads the parameters, which the first commit may free).
+ * occ_policy_keys: the call's keys now: those it gives, or those the
+ * learner finds in the values it carries (none while nothing is hot); in
+ * the policy's memory context
  */
+static int
+occ_policy_keys(OccPolicy *p, uint64 **keys)
+{
+	const OccRetrySpec *spec = p->spec;
+	OccKeyValues *values;
+
+	if (spec->nkeys > 0)
+	{
+		*keys = MemoryContextAlloc(p->cxt, sizeof(uint64) * spec->nkeys);
+		return occ_key_given(spec, *keys);
+	}
+	values = occ_policy_values(p, false);
+	*keys = MemoryContextAlloc(p->cxt, sizeof(uint64) * (values->n + 1));
+	return occ_learner_keys(spec->sql_hash, values, *keys);
+}
+
+/*
+ * occ_policy_set_gates: make the call's gates those of keys (releasing the
+ * old ones if they differ); none when nkeys is 0
+ */
+static void
+occ_policy_set_gates(OccPolicy *p, uint64 *keys, int nkeys)
+{
+	MemoryContext old;
+
+	if (p->gates != NULL && nkeys > 0 && occ_gates_same(p->gates, keys, nkeys))
+		return;
+	if (p->gates != NULL)
+	{
+		occ_gates_release(p->gates);
+		pfree(p->gates);
+		p->gates = NULL;
+	}
+	if (nkeys == 0)
+		return;
+	old = MemoryContextSwitchTo(p->cxt);
+	p->gates = occ_gates_create(keys, nkeys);
+	MemoryContextSwitchTo(old);
+}
+
+/* occ_policy_held: does the call hold all its gates (and have some)? */
+static bool
+occ_policy_held(OccPolicy *p)
+{
+	return p->gates != NULL && occ_gates_held(p->gates);
+}
+
+/* occ_policy_begin: a call begins */
 void
 occ_policy_begin(OccPolicy *p, const OccRetrySpec *spec, instr_time start,
 				 MemoryContext cxt)
@@ -97,14 +155,11 @@ occ_policy_begin(OccPolicy *p, const OccRetrySpec *spec, instr_time start,
 	p->spec = spec;
 	p->start = start;
 	p->cxt = cxt;
-	p->derived = (spec->key == NULL);
 	p->prev = spec->backoff.base;
-	if (spec->contention == OCC_CONTENTION_QUEUE)
-		(void) occ_policy_gate(p);
 }
 
 /*
- * occ_policy_wait_timeout: how long a wait for the gate may take within
+ * occ_policy_wait_timeout: how long a wait for the gates may take within
  * max_duration: 0 for no limit, negative when there is no time left
  */
 static double
@@ -119,65 +174,124 @@ occ_policy_wait_timeout(const OccPolicy *p)
 }
 
 /*
- * occ_policy_gate_first: should an attempt on this key take the gate before
- * it runs?  Yes when the key is hot, but for one in OCC_PROBE_ONE_IN, which
- * runs optimistically so that the temperature follows the workload.  For
- * occ.retry's first attempt, and for transactions that set occ.key
- * (client.c).
+ * occ_policy_hot: is one of these given keys hot?  (Learned keys are hot by
+ * construction.)
  */
-bool
-occ_policy_gate_first(uint64 key_hash)
+static bool
+occ_policy_hot(const uint64 *keys, int nkeys)
 {
-	return occ_temperature_is_hot(key_hash) &&
-		occ_random_draw() * OCC_PROBE_ONE_IN >= 1.0;
+	for (int i = 0; i < nkeys; i++)
+		if (occ_temperature_is_hot(keys[i]))
+			return true;
+	return false;
+}
+
+/* occ_policy_probe: is this admission to hot keys one of the probes? */
+static bool
+occ_policy_probe(void)
+{
+	return occ_random_draw() * OCC_PROBE_ONE_IN < 1.0;
 }
 
 /*
- * occ_policy_before_first: WAIT when the call should take its gate before
- * its first attempt (queue mode, a hot key, not a probe), else RETRY
+ * occ_policy_gate_first: should a transaction that gives these keys take
+ * their gates before it runs?  The rule of occ.retry's first attempt: when
+ * one of them is hot, except for a probe.  For the transactions that set
+ * occ.key (client.c).
+ */
+bool
+occ_policy_gate_first(const uint64 *keys, int nkeys)
+{
+	return occ_policy_hot(keys, nkeys) && !occ_policy_probe();
+}
+
+/*
+ * occ_policy_before_first: in queue mode, WAIT when the call should take its
+ * gates before its first attempt (it gives a hot key, or its body has hot
+ * values that it carries), except for a probe; else RETRY
  */
 OccDecision
 occ_policy_before_first(OccPolicy *p)
 {
 	double		timeout = occ_policy_wait_timeout(p);
+	uint64	   *keys;
+	int			nkeys = 0;
 
-	if (p->gate == NULL || timeout < 0 || !occ_policy_gate_first(occ_gate_key(p->gate)))
+	if (p->spec->contention != OCC_CONTENTION_QUEUE)
+		return occ_decide(OCC_STEP_RETRY, 0, NULL, false);
+	if (p->spec->nkeys > 0 || occ_learner_knows(p->spec->sql_hash))
+		nkeys = occ_policy_keys(p, &keys);
+	if (nkeys == 0)
+		return occ_decide(OCC_STEP_RETRY, 0, NULL, false);
+	occ_policy_set_gates(p, keys, nkeys);
+	if (timeout < 0 || (p->spec->nkeys > 0 && !occ_policy_hot(keys, nkeys)) ||
+		occ_policy_probe())
 		return occ_decide(OCC_STEP_RETRY, 0, NULL, false);
 	return occ_decide(OCC_STEP_WAIT, timeout, NULL, false);
 }
 
-/* occ_policy_observe: an attempt ended; its outcome heats or cools its key */
+/*
+ * occ_policy_observe: an attempt ended, committed (sqlerrcode 0) or failed.
+ * A retryable failure heats its keys; a failure that will not be retried
+ * says nothing of contention and is not counted.
+ */
 void
-occ_policy_observe(OccPolicy *p, bool failed)
+occ_policy_observe(OccPolicy *p, int sqlerrcode)
 {
-	if (p->gate != NULL)
-		occ_temperature_observe(occ_gate_key(p->gate), occ_gate_held(p->gate), failed);
+	bool		failed = (sqlerrcode != 0);
+	bool		gated;
+
+	if (failed && !occ_sqlstates_match(p->spec->retry_on, sqlerrcode))
+		return;
+	gated = occ_policy_held(p);
+	if (p->spec->nkeys > 0)
+	{
+		for (int i = 0; p->gates != NULL && i < occ_gates_count(p->gates); i++)
+			occ_temperature_observe(occ_gates_key(p->gates, i), gated, failed);
+		return;
+	}
+	occ_learner_observe(p->spec->sql_hash,
+						(failed || p->values != NULL) ? occ_policy_values(p, failed) : NULL,
+						gated, failed);
 }
 
 /*
- * occ_policy_escalate: a gated attempt failed.  If the key was derived and
- * is not hot, whoever won holds another key: move to the gate of the body
- * alone, for the rest of this call.  Returns whether it did.
+ * occ_policy_refused_gates: a retry the budget refused waits on the gates
+ * of its keys; a call without keys (nothing hot) on the gate of its body
  */
-static bool
-occ_policy_escalate(OccPolicy *p)
+static void
+occ_policy_refused_gates(OccPolicy *p)
 {
-	if (!p->derived || p->escalated || occ_temperature_is_hot(occ_gate_key(p->gate)))
-		return false;
-	p->escalated = true;
-	occ_gate_move(p->gate, p->spec->sql_hash);
-	return true;
+	uint64	   *keys;
+	int			nkeys = occ_policy_keys(p, &keys);
+
+	if (nkeys == 0)
+		keys[nkeys++] = occ_key_of_body(p->spec->sql_hash);
+	occ_policy_set_gates(p, keys, nkeys);
 }
 
-/* occ_policy_should_wait: rule 5, should the call wait for its gate now? */
+/*
+ * occ_policy_should_wait: rule 5, should the call wait for its gates now?
+ * In queue mode the gates are those of the keys the call has now (a learned
+ * key may have become hot, or cooled); none, and it backs off.
+ */
 static bool
 occ_policy_should_wait(OccPolicy *p, int sqlerrcode)
 {
-	if (p->gate == NULL || p->bypassed)
+	if (p->bypassed)
 		return false;
-	if (!p->refused && sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED)
-		return false;
-	return !occ_gate_held(p->gate) || occ_policy_escalate(p);
+	if (!p->refused)
+	{
+		uint64	   *keys;
+		int			nkeys;
+
+		if (p->spec->contention != OCC_CONTENTION_QUEUE ||
+			sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED)
+			return false;
+		nkeys = occ_policy_keys(p, &keys);
+		occ_policy_set_gates(p, keys, nkeys);
+	}
+	return p->gates != NULL && !occ_gates_held(p->gates);
 }
 
 /* occ_policy_gave_up: a give-up after the attempts so far, and why */
@@ -200,7 +314,7 @@ occ_policy_backoff(OccPolicy *p, const OccFailure *f, OccDecision give_up)
 	const OccBackoff *b = &p->spec->backoff;
 	double		delay;
 
-	if (p->gate != NULL && occ_gate_held(p->gate))
+	if (occ_policy_held(p))
 	{
 		delay = (p->gated_failures == 0 &&
 				 f->sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE) ? 0 :
@@ -241,13 +355,15 @@ occ_policy_after_failure(OccPolicy *p, const OccFailure *f)
 	if (f->attempts >= p->spec->max_attempts)
 		give_up = occ_policy_gave_up(f, "");
 
-	/* 5, first: after a deadlock the call does not keep its gate */
-	if (f->sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED && p->gate != NULL)
-		occ_gate_release(p->gate);
+	/* 5, first: after a deadlock the call does not keep its gates */
+	if (f->sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED && p->gates != NULL)
+		occ_gates_release(p->gates);
 
 	/* 4 */
 	p->refused = (give_up.step != OCC_STEP_GIVE_UP && !occ_budget_withdraw());
-	if (p->refused && (p->bypassed || occ_gate_held(occ_policy_gate(p))))
+	if (p->refused && !p->bypassed)
+		occ_policy_refused_gates(p);
+	if (p->refused && (p->bypassed || occ_policy_held(p)))
 		give_up = occ_policy_gave_up(f, ": the server's retry budget is exhausted");
 
 	/* 5 */
@@ -291,10 +407,10 @@ occ_policy_after_wait(OccPolicy *p, const OccFailure *f, OccGateWait outcome)
 	return occ_policy_backoff(p, f, give_up);
 }
 
-/* occ_policy_end: the call is over: pass the gate on */
+/* occ_policy_end: the call is over: pass the gates on */
 void
 occ_policy_end(OccPolicy *p)
 {
-	if (p->gate != NULL)
-		occ_gate_release(p->gate);
+	if (p->gates != NULL)
+		occ_gates_release(p->gates);
 }

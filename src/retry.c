@@ -148,7 +148,7 @@ occ_wait_gate(OccCall *call, double timeout)
 	INSTR_TIME_SET_CURRENT(from);
 	PG_TRY();
 	{
-		outcome = occ_gate_wait(call->policy.gate, timeout);
+		outcome = occ_gates_wait(call->policy.gates, timeout);
 	}
 	PG_CATCH();
 	{
@@ -211,11 +211,11 @@ occ_attempts(OccCall *call, MemoryContext attemptcxt)
 		if (occ_attempt_run(&call->spec, call->result.attempts, &call->body,
 							attemptcxt, rows, &failure))
 		{
-			occ_policy_observe(&call->policy, false);
+			occ_policy_observe(&call->policy, 0);
 			call->result.committed = true;
 			return;
 		}
-		occ_policy_observe(&call->policy, true);
+		occ_policy_observe(&call->policy, failure.edata->sqlerrcode);
 		occ_stats_failure(&call->result, failure.edata->sqlerrcode);
 
 		d = occ_after_failure(call, &failure);

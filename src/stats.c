@@ -16,10 +16,9 @@
  * are created under the exclusive lock and updated under the shared lock
  * plus a per-entry spinlock, so no increment is lost.  When the table is
  * full, the 5% of entries (at least 10) with the fewest calls (or
- * transactions) are evicted at once, and counted.  Recording never raises
- * an error (client.c records from the end-of-transaction callbacks, when
- * the transaction has committed already): without memory, it counts
- * nothing.
+ * transactions) are evicted at once, and counted.  Recording raises no
+ * error (client.c records from the end-of-transaction callback, when the
+ * transaction has committed already): without memory, it counts nothing.
  *
  * occ.stats_info also shows the server-wide retry budget (budget.c).
  *
@@ -59,7 +58,12 @@ PG_FUNCTION_INFO_V1(occ_last_retry);
 /* Attempts-per-call histogram buckets: 1, 2, 3-4, 5-8, 9-16, 17 and more */
 #define OCC_HIST_BUCKETS 6
 
-#define OCC_STATS_COLS 23
+/* Columns of occ.stats: 0.4.0's; 0.2.0 and 0.3.0 have no learned_key, 0.1.0 no queue columns either */
+#define OCC_STATS_COLS 24
+#define OCC_STATS_COLS_0_2 23
+#define OCC_STATS_COLS_0_1 20
+
+/* Columns of occ.key_stats */
 #define OCC_KEY_STATS_COLS 12
 
 /* When the table is full, evict this share of the entries, at least OCC_EVICT_MIN */
@@ -81,7 +85,7 @@ typedef struct OccStatsKey
 	int32		kind;			/* an OccStatsKind */
 } OccStatsKey;
 
-/* For OCC_STATS_KEY entries, a call is a transaction, and a failure its abort */
+/* For OCC_STATS_KEY entries, a call is a transaction, a failure its abort */
 typedef struct OccCounters
 {
 	int64		calls;
@@ -352,8 +356,8 @@ occ_stats_record(const char *sql, uint64 sql_hash, const OccCallResult *result)
 
 /*
  * occ_stats_record_key: account for one finished transaction that set
- * occ.key (one attempt, committed or not), in shared memory only.  Called
- * at the end of the transaction: raises no error.
+ * occ.key (one attempt, committed or not) under one of its keys, in shared
+ * memory only.  Called at the end of the transaction: raises no error.
  */
 void
 occ_stats_record_key(const char *key, uint64 key_hash, const OccCallResult *result)
@@ -361,8 +365,12 @@ occ_stats_record_key(const char *key, uint64 key_hash, const OccCallResult *resu
 	occ_stats_count(OCC_STATS_KEY, key, key_hash, result);
 }
 
-/* A function that makes the columns of one entry, after the identity columns */
-typedef int (*OccStatsColumns) (const OccCounters *c, Datum *values, int natts);
+/*
+ * The columns of one entry after its identity (role, database, hash, text),
+ * into values and nulls from there; returns how many
+ */
+typedef int (*OccStatsColumns) (const OccStatsEntry *entry, const OccCounters *c,
+								bool visible, int natts, Datum *values, bool *nulls);
 
 /*
  * occ_stats_scan: the rows of the entries of kind, materialised: for each,
@@ -408,20 +416,33 @@ occ_stats_scan(FunctionCallInfo fcinfo, OccStatsKind kind, bool showtext,
 			nulls[i++] = true;
 		else
 			values[i++] = CStringGetTextDatum(visible ? entry->query : "<insufficient privilege>");
-		i += columns(&c, values + i, natts);
+		i += columns(entry, &c, visible, natts, values + i, nulls + i);
 		Assert(i == natts);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	LWLockRelease(occ_shared->lock);
 }
 
+/* occ_stats_check_columns: the SQL declares columns we know, or we say so */
+static void
+occ_stats_check_columns(FunctionCallInfo fcinfo, const char *name, bool known)
+{
+	if (!known)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s is declared with %d columns, which this version of pg_occ does not know",
+						name, ((ReturnSetInfo *) fcinfo->resultinfo)->setDesc->natts),
+				 errhint("Run ALTER EXTENSION pg_occ UPDATE.")));
+}
+
 /*
- * occ_stats_columns: the columns of occ.stats after its text, 19 of them,
- * or 16 as 0.1.0 declares them, without queued, total_wait_time and
- * max_wait_time
+ * occ_stats_columns: the columns of occ.stats after its text: 20 as 0.4.0
+ * declares them, 19 without learned_key (0.2.0, 0.3.0), 16 without the
+ * queue's columns either (0.1.0)
  */
 static int
-occ_stats_columns(const OccCounters *c, Datum *values, int natts)
+occ_stats_columns(const OccStatsEntry *entry, const OccCounters *c, bool visible,
+				  int natts, Datum *values, bool *nulls)
 {
 	Datum		hist[OCC_HIST_BUCKETS];
 	int			i = 0;
@@ -437,7 +458,7 @@ occ_stats_columns(const OccCounters *c, Datum *values, int natts)
 	values[i++] = Float8GetDatumFast(c->total_sleep_time);
 	values[i++] = Float8GetDatumFast(c->max_sleep_time);
 	values[i++] = Float8GetDatumFast(c->calls > 0 ? c->total_sleep_time / c->calls : 0);
-	if (natts == OCC_STATS_COLS)
+	if (natts >= OCC_STATS_COLS_0_2)
 	{
 		values[i++] = Int64GetDatumFast(c->queued);
 		values[i++] = Float8GetDatumFast(c->total_wait_time);
@@ -451,38 +472,37 @@ occ_stats_columns(const OccCounters *c, Datum *values, int natts)
 		hist[b] = Int64GetDatumFast(c->hist[b]);
 	values[i++] = PointerGetDatum(construct_array(hist, OCC_HIST_BUCKETS, INT8OID,
 												  sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	if (natts == OCC_STATS_COLS)
+	{
+		char	   *learned = visible ?
+			occ_learner_describe(entry->key.dbid, entry->key.queryid) : NULL;
+
+		nulls[i] = (learned == NULL);
+		values[i++] = learned ? CStringGetTextDatum(learned) : (Datum) 0;
+	}
 	return i;
-}
-
-/* occ_stats_check_columns: the SQL declares the columns we know, or we say so */
-static void
-occ_stats_check_columns(FunctionCallInfo fcinfo, const char *name, int natts, int other_natts)
-{
-	int			declared = ((ReturnSetInfo *) fcinfo->resultinfo)->setDesc->natts;
-
-	if (declared != natts && declared != other_natts)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("%s is declared with %d columns, which this version of pg_occ does not know",
-						name, declared),
-				 errhint("Run ALTER EXTENSION pg_occ UPDATE.")));
 }
 
 /* occ.stats(showtext boolean): one row per tracked occ.retry body */
 Datum
 occ_stats(PG_FUNCTION_ARGS)
 {
+	int			natts;
+
 	occ_require_shared();
 	InitMaterializedSRF(fcinfo, 0);
-	/* 0.1.0 declares 20 columns, without queued, total_wait_time, max_wait_time */
-	occ_stats_check_columns(fcinfo, "occ.stats", OCC_STATS_COLS, OCC_STATS_COLS - 3);
+	natts = ((ReturnSetInfo *) fcinfo->resultinfo)->setDesc->natts;
+	occ_stats_check_columns(fcinfo, "occ.stats",
+							natts == OCC_STATS_COLS || natts == OCC_STATS_COLS_0_2 ||
+							natts == OCC_STATS_COLS_0_1);
 	occ_stats_scan(fcinfo, OCC_STATS_RETRY, PG_GETARG_BOOL(0), occ_stats_columns);
 	return (Datum) 0;
 }
 
 /* occ_key_stats_columns: the columns of occ.key_stats after its key, 8 */
 static int
-occ_key_stats_columns(const OccCounters *c, Datum *values, int natts)
+occ_key_stats_columns(const OccStatsEntry *entry, const OccCounters *c, bool visible,
+					  int natts, Datum *values, bool *nulls)
 {
 	int			i = 0;
 
@@ -506,7 +526,8 @@ occ_key_stats(PG_FUNCTION_ARGS)
 {
 	occ_require_shared();
 	InitMaterializedSRF(fcinfo, 0);
-	occ_stats_check_columns(fcinfo, "occ.key_stats", OCC_KEY_STATS_COLS, OCC_KEY_STATS_COLS);
+	occ_stats_check_columns(fcinfo, "occ.key_stats",
+							((ReturnSetInfo *) fcinfo->resultinfo)->setDesc->natts == OCC_KEY_STATS_COLS);
 	occ_stats_scan(fcinfo, OCC_STATS_KEY, PG_GETARG_BOOL(0), occ_key_stats_columns);
 	return (Datum) 0;
 }

@@ -2,7 +2,7 @@
 # Packaging checks (test/run.sh runs them for each PostgreSQL version):
 #   - META.json (PGXN) gives the control file's default_version, as its
 #     version and as the version of the extension it provides, whose file
-#     exists;
+#     is that version's install script;
 #   - an out-of-tree (VPATH) build, as Debian's pg_buildext makes it
 #     (make -f /path/to/pg_occ/Makefile from another directory), builds
 #     pg_occ.so and installs every file, and writes nothing into the source
@@ -24,6 +24,7 @@ read -r meta provides file < <(perl -MJSON::PP -0777 -ne '
     fail "META.json does not parse"
 [ "$meta" = "$control" ] || fail "META.json version $meta, pg_occ.control default_version $control"
 [ "$provides" = "$control" ] || fail "META.json provides pg_occ version $provides, pg_occ.control default_version $control"
+[ "$file" = "sql/pg_occ--$control.sql" ] || fail "META.json provides pg_occ file $file, not sql/pg_occ--$control.sql"
 [ -f "$file" ] || fail "META.json provides pg_occ file $file, which does not exist"
 echo "packaging: META.json gives version $control, as pg_occ.control does"
 

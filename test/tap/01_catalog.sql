@@ -1,21 +1,21 @@
 -- pg_occ API surface, part 1: the extension, its schema, functions,
 -- procedures and views, with exact signatures, and their comments.
--- Checks version 0.3.0, as a fresh install makes it (sql/upgrade.sql checks
--- that an update from 0.1.0 or 0.2.0 makes the same catalog).
+-- Checks version 0.4.0, as a fresh install makes it (sql/upgrade.sql checks
+-- that an update from 0.1.0, 0.2.0 or 0.3.0 makes the same catalog).
 -- Runs in one transaction that is rolled back, so it leaves nothing behind.
 \ir begin.psql
 
-SELECT plan(221);
+SELECT plan(223);
 
 ------------------------------------------------------------------------
--- The extension: version 0.3.0, not relocatable, untrusted; the extension
+-- The extension: version 0.4.0, not relocatable, untrusted; the extension
 -- itself lives in pg_catalog, and the schema occ is one of its members
 ------------------------------------------------------------------------
 SELECT has_extension('pg_catalog', 'pg_occ', 'extension pg_occ is installed, in schema pg_catalog');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'), '0.3.0',
-          'pg_occ is at version 0.3.0');
-SELECT is((SELECT default_version FROM pg_available_extensions WHERE name = 'pg_occ'), '0.3.0',
-          'the default version of pg_occ is 0.3.0');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'), '0.4.0',
+          'pg_occ is at version 0.4.0');
+SELECT is((SELECT default_version FROM pg_available_extensions WHERE name = 'pg_occ'), '0.4.0',
+          'the default version of pg_occ is 0.4.0');
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'pg_occ'), false,
           'pg_occ is not relocatable');
 SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_occ'), 'pg_catalog',
@@ -23,9 +23,15 @@ SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extna
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
-        WHERE name = 'pg_occ' AND version = '0.3.0' $$,
+        WHERE name = 'pg_occ' AND version = '0.4.0' $$,
     $$ VALUES (false, true, true, false, true) $$,
     'control file: not relocatable, schema pg_catalog, superuser only, not trusted, no requirements');
+SELECT results_eq(
+    $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
+         FROM pg_available_extension_versions
+        WHERE name = 'pg_occ' AND version = '0.3.0' $$,
+    $$ VALUES (false, true, true, false, true) $$,
+    '0.3.0 is still available, with the same control settings, so it can be installed and updated');
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
@@ -42,12 +48,14 @@ SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '
           '0.1.0--0.2.0', 'pg_occ updates from 0.1.0 to 0.2.0 in one step');
 SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.2.0' AND target = '0.3.0'),
           '0.2.0--0.3.0', 'pg_occ updates from 0.2.0 to 0.3.0 in one step');
-SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.1.0' AND target = '0.3.0'),
-          '0.1.0--0.2.0--0.3.0', 'pg_occ updates from 0.1.0 to 0.3.0 through 0.2.0');
+SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.3.0' AND target = '0.4.0'),
+          '0.3.0--0.4.0', 'pg_occ updates from 0.3.0 to 0.4.0 in one step');
+SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.1.0' AND target = '0.4.0'),
+          '0.1.0--0.2.0--0.3.0--0.4.0', 'pg_occ updates from 0.1.0 to 0.4.0 through 0.2.0 and 0.3.0');
 SELECT set_eq(
     $$ SELECT source || '--' || target FROM pg_extension_update_paths('pg_occ') WHERE path IS NOT NULL $$,
-    ARRAY['0.1.0--0.2.0', '0.1.0--0.3.0', '0.2.0--0.3.0'],
-    'pg_occ updates only forward: 0.1.0 to 0.2.0 and 0.3.0, 0.2.0 to 0.3.0');
+    ARRAY['0.1.0--0.2.0', '0.1.0--0.3.0', '0.1.0--0.4.0', '0.2.0--0.3.0', '0.2.0--0.4.0', '0.3.0--0.4.0'],
+    'pg_occ updates only forward: 0.1.0 to 0.2.0, 0.3.0 and 0.4.0, 0.2.0 to 0.3.0 and 0.4.0, 0.3.0 to 0.4.0');
 SELECT throws_ok('ALTER EXTENSION pg_occ SET SCHEMA public', '0A000',
                  'extension "pg_occ" does not support SET SCHEMA',
                  'ALTER EXTENSION pg_occ SET SCHEMA is refused');

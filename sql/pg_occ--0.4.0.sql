@@ -1,0 +1,237 @@
+/* pg_occ 0.4.0: retry optimistic transactions, with jittered backoff or a FIFO queue per hot key */
+
+\echo Use "CREATE EXTENSION pg_occ" to load this file. \quit
+
+-- Every object is schema-qualified, so a hostile search_path cannot redirect
+-- anything here.  Options default to NULL, which means "the value of the
+-- occ.* setting": the C code reads the settings, which costs far less per
+-- call than default expressions would.
+
+-- The schema belongs to the extension: DROP EXTENSION removes it, and a
+-- schema occ that exists already (whoever owns it could have planted objects
+-- in it that a superuser would then call) makes CREATE EXTENSION fail.
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = 'occ') THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'duplicate_schema',
+            MESSAGE = 'schema "occ" already exists',
+            DETAIL = 'pg_occ creates the schema occ and owns it.',
+            HINT = 'Drop or rename the existing schema occ (check what it contains first), then run CREATE EXTENSION pg_occ again.';
+    END IF;
+END
+$$;
+
+CREATE SCHEMA occ;
+
+COMMENT ON SCHEMA occ IS 'pg_occ: retry optimistic transactions, with jittered backoff or a FIFO queue per hot key';
+
+CREATE FUNCTION occ.backoff(
+    attempt integer,
+    base    interval         DEFAULT NULL,
+    cap     interval         DEFAULT NULL,
+    jitter  text             DEFAULT NULL,
+    factor  double precision DEFAULT NULL,
+    prev    interval         DEFAULT NULL,
+    draw    double precision DEFAULT NULL)
+RETURNS interval
+AS 'MODULE_PATHNAME', 'occ_backoff'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION occ.backoff(integer, interval, interval, text, double precision, interval, double precision) IS
+'backoff delay before retry number attempt (0 = first retry): none, full, equal, decorrelated, bounded, multiplicative or normal jitter over min(cap, base * factor^attempt); draw fixes the uniform draw in [0,1]';
+
+CREATE FUNCTION occ.setseed(seed double precision)
+RETURNS void
+AS 'MODULE_PATHNAME', 'occ_setseed'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION occ.setseed(double precision) IS
+'seed the session''s backoff generator (between -1 and 1, like setseed) so that the following draws repeat';
+
+-- occ.retry comes in four forms, one entry point.  PL/pgSQL rejects an
+-- INOUT argument left to its default, so the outputs are required
+-- arguments, right after sql, and each set of outputs is a form of its own:
+-- CALL occ.retry('...') works everywhere, and the INOUT arguments one names
+-- are what the CALL returns: attempts and slept; result; or all three.
+CREATE PROCEDURE occ.retry(
+    sql          text,
+    params       record           DEFAULT NULL,
+    max_attempts integer          DEFAULT NULL,
+    base         interval         DEFAULT NULL,
+    cap          interval         DEFAULT NULL,
+    jitter       text             DEFAULT NULL,
+    factor       double precision DEFAULT NULL,
+    max_duration interval         DEFAULT NULL,
+    isolation    text             DEFAULT NULL,
+    retry_on     text[]           DEFAULT NULL,
+    contention   text             DEFAULT NULL,
+    key          text             DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'occ_retry'
+LANGUAGE C;
+
+COMMENT ON PROCEDURE occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text) IS
+'run sql as one transaction, and run it again whole after a serialization failure or deadlock: after a jittered backoff, or (contention => queue) in FIFO order on the gate of its key';
+
+CREATE PROCEDURE occ.retry(
+    sql          text,
+    INOUT attempts integer,
+    INOUT slept    interval,
+    params       record           DEFAULT NULL,
+    max_attempts integer          DEFAULT NULL,
+    base         interval         DEFAULT NULL,
+    cap          interval         DEFAULT NULL,
+    jitter       text             DEFAULT NULL,
+    factor       double precision DEFAULT NULL,
+    max_duration interval         DEFAULT NULL,
+    isolation    text             DEFAULT NULL,
+    retry_on     text[]           DEFAULT NULL,
+    contention   text             DEFAULT NULL,
+    key          text             DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'occ_retry'
+LANGUAGE C;
+
+COMMENT ON PROCEDURE occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text) IS
+'occ.retry that also sets attempts (executions of sql, the first included) and slept (time spent sleeping)';
+
+CREATE PROCEDURE occ.retry(
+    sql          text,
+    INOUT result jsonb,
+    params       record           DEFAULT NULL,
+    max_attempts integer          DEFAULT NULL,
+    base         interval         DEFAULT NULL,
+    cap          interval         DEFAULT NULL,
+    jitter       text             DEFAULT NULL,
+    factor       double precision DEFAULT NULL,
+    max_duration interval         DEFAULT NULL,
+    isolation    text             DEFAULT NULL,
+    retry_on     text[]           DEFAULT NULL,
+    contention   text             DEFAULT NULL,
+    key          text             DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'occ_retry'
+LANGUAGE C;
+
+COMMENT ON PROCEDURE occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text) IS
+'occ.retry that also sets result: the rows of the last statement of sql that returns rows, in the attempt that committed, as a jsonb array of objects (NULL if no statement returns rows)';
+
+CREATE PROCEDURE occ.retry(
+    sql          text,
+    INOUT result   jsonb,
+    INOUT attempts integer,
+    INOUT slept    interval,
+    params       record           DEFAULT NULL,
+    max_attempts integer          DEFAULT NULL,
+    base         interval         DEFAULT NULL,
+    cap          interval         DEFAULT NULL,
+    jitter       text             DEFAULT NULL,
+    factor       double precision DEFAULT NULL,
+    max_duration interval         DEFAULT NULL,
+    isolation    text             DEFAULT NULL,
+    retry_on     text[]           DEFAULT NULL,
+    contention   text             DEFAULT NULL,
+    key          text             DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'occ_retry'
+LANGUAGE C;
+
+COMMENT ON PROCEDURE occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text) IS
+'occ.retry that sets result, attempts and slept';
+
+CREATE FUNCTION occ.attempt()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'occ_attempt'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION occ.attempt() IS
+'the number of the attempt running now (1 for the first) in the body of occ.retry; NULL outside occ.retry';
+
+CREATE FUNCTION occ.gate(key text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'occ_gate'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION occ.gate(text) IS
+'wait for the gate of key, the queue that occ.retry(..., contention => queue, key => key) uses, and hold it until the end of the current transaction: for writers that do not go through occ.retry';
+
+CREATE FUNCTION occ.last_retry(
+    OUT attempts      integer,
+    OUT slept         interval,
+    OUT last_sqlstate text,
+    OUT outcome       text,
+    OUT total_time    interval,
+    OUT waited        interval)
+RETURNS record
+AS 'MODULE_PATHNAME', 'occ_last_retry'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION occ.last_retry() IS
+'attempts, time slept, last failed SQLSTATE, outcome (committed, gave up, error), duration and time waited on the gate of this session''s last occ.retry call';
+
+CREATE FUNCTION occ.stats(
+    showtext boolean,
+    OUT userid                 oid,
+    OUT dbid                   oid,
+    OUT queryid                bigint,
+    OUT query                  text,
+    OUT calls                  bigint,
+    OUT commits                bigint,
+    OUT gave_up                bigint,
+    OUT errors                 bigint,
+    OUT attempts               bigint,
+    OUT serialization_failures bigint,
+    OUT deadlocks              bigint,
+    OUT other_failures         bigint,
+    OUT total_sleep_time       double precision,
+    OUT max_sleep_time         double precision,
+    OUT mean_sleep_time        double precision,
+    OUT queued                 bigint,
+    OUT total_wait_time        double precision,
+    OUT max_wait_time          double precision,
+    OUT total_time             double precision,
+    OUT mean_time              double precision,
+    OUT mean_attempts          double precision,
+    OUT max_attempts           bigint,
+    OUT attempts_histogram     bigint[])
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'occ_stats'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION occ.stats(boolean) IS
+'retry statistics per role, database and transaction text (needs shared_preload_libraries = pg_occ)';
+
+CREATE VIEW occ.stats AS
+    SELECT * FROM occ.stats(true);
+
+COMMENT ON VIEW occ.stats IS
+'retry statistics of occ.retry per role, database and transaction text; times in milliseconds; queued counts calls that took the gate of their key (queue mode); attempts_histogram counts calls that took 1, 2, 3-4, 5-8, 9-16 and 17 or more attempts';
+
+CREATE FUNCTION occ.stats_info(
+    OUT dealloc         bigint,
+    OUT stats_reset     timestamp with time zone,
+    OUT budget_tokens   double precision,
+    OUT budget_refusals bigint,
+    OUT last_storm      timestamp with time zone)
+RETURNS record
+AS 'MODULE_PATHNAME', 'occ_stats_info'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION occ.stats_info() IS
+'entries of occ.stats evicted to make room (see occ.stats_max), the time of the last reset, and the server-wide retry budget: tokens left (NULL when occ.retry_budget is 0), retries refused, and when the last storm of refusals began';
+
+CREATE VIEW occ.stats_info AS
+    SELECT * FROM occ.stats_info();
+
+COMMENT ON VIEW occ.stats_info IS
+'entries of occ.stats evicted to make room (see occ.stats_max), the time of the last reset, and the server-wide retry budget: tokens left (NULL when occ.retry_budget is 0), retries refused, and when the last storm of refusals began';
+
+CREATE FUNCTION occ.stats_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'occ_stats_reset'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION occ.stats_reset() IS
+'discard all retry statistics';
+
+REVOKE ALL ON FUNCTION occ.stats_reset() FROM PUBLIC;
+
+GRANT USAGE ON SCHEMA occ TO PUBLIC;
+GRANT SELECT ON occ.stats, occ.stats_info TO PUBLIC;

@@ -1,0 +1,456 @@
+/*-------------------------------------------------------------------------
+ *
+ * learner.c
+ *		Where a body's failures concentrate: which values its parameters
+ *		carry when its attempts fail, learned in shared memory, so that
+ *		queue mode finds a call's contention keys by itself.
+ *
+ * Calls that give no key run optimistically until their body fails.  From
+ * then on, for each body (per database) that has failed recently, the
+ * learner keeps decaying counts (time constant OCC_LEARN_TAU_USEC) of its
+ * attempts and failures, and the same for up to OCC_LEARN_VALUES (position,
+ * value) pairs that its failed attempts carried, chosen as the
+ * Space-Saving algorithm chooses heavy hitters: a pair not tracked yet
+ * replaces the pair with the fewest failures, taking over its count.  Only
+ * failures the call would retry count.
+ *
+ * A pair becomes hot when failures concentrate on it: at least
+ * OCC_LEARN_MIN_SHARE of the body's failures carry it, and the share of
+ * failures that carry it is at least OCC_LEARN_MIN_LIFT times the share of
+ * attempts that do; and so does a value, counted at every position it was
+ * tracked at (the ids of a multi-row update come in any order).  The lift keeps a parameter that every call carries (a
+ * constant such as a work time) from being taken for the row: it carries
+ * every failure only because it carries every attempt.  A hot pair stays
+ * hot while its ungated attempts (the probes, see policy.c) still fail at
+ * least OCC_LEARN_STAY_RATE of the time: it is serialised for a reason.
+ * When no pair is hot but the body's ungated attempts fail at least
+ * OCC_LEARN_BODY_RATE of the time (every call touches the same row, its
+ * parameters varying elsewhere, or every call carries the row's value), the
+ * body itself is hot, and stays so while its probes fail
+ * OCC_LEARN_STAY_RATE of the time.
+ *
+ * A call's keys are then the body with each value it carries in a hot pair
+ * (so that a value hot at one position gates the calls that carry it at
+ * any position: the rows of a transfer, the ids of a multi-row update), or
+ * the body alone when the body is hot; none otherwise: it runs
+ * optimistically, without a gate.
+ *
+ * Bodies hash into OCC_LEARN_BODIES slots; a body that finds its slot
+ * taken by another that is still warm is not learned until the slot cools.
+ * The slots are split over OCC_LEARN_LOCKS LWLocks (the counts decay with
+ * exp(), which an LWLock, unlike a spinlock, may cover).  Without
+ * preloading there is nothing to learn from: calls without a key run
+ * without a gate.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "miscadmin.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "pg_occ.h"
+
+#define OCC_LEARN_BODIES 1024
+#define OCC_LEARN_VALUES 16
+#define OCC_LEARN_LOCKS 16
+#define OCC_LEARN_TAU_USEC 1000000.0
+#define OCC_LEARN_MIN_SHARE 0.1
+#define OCC_LEARN_MIN_LIFT 1.5
+#define OCC_LEARN_STAY_RATE 0.25
+#define OCC_LEARN_BODY_RATE 0.5
+#define OCC_LEARN_BODY_MIN 1.5		/* decayed failures: two, one recent */
+
+/* below this many (decayed) attempts a slot is cold: another body may take it */
+#define OCC_LEARN_COLD 0.5
+
+/* Decaying counts of attempts */
+typedef struct OccLearnCounts
+{
+	double		attempts;		/* all attempts */
+	double		failures;		/* failed attempts (retryable failures) */
+	double		ungated;		/* attempts run without a gate */
+	double		ungated_failures;	/* of which failed */
+} OccLearnCounts;
+
+/* A (position, value) pair that failed attempts carried */
+typedef struct OccLearnPair
+{
+	uint64		value;			/* the value's hash */
+	int			position;		/* $n; 0: an empty entry */
+	bool		hot;			/* hot at this position */
+	bool		value_hot;		/* the value is hot, at whatever position */
+	OccLearnCounts n;
+	char		text[OCC_KEY_TEXT_MAX]; /* for occ.stats */
+} OccLearnPair;
+
+/* A body's slot */
+typedef struct OccLearnBody
+{
+	Oid			dbid;
+	uint64		body;			/* the body's hash; dbid 0: an empty slot */
+	TimestampTz updated;		/* when the counts were last decayed */
+	bool		hot;			/* the body itself is hot */
+	OccLearnCounts n;
+	OccLearnPair pairs[OCC_LEARN_VALUES];
+} OccLearnBody;
+
+typedef struct OccLearnShared
+{
+	LWLockPadded *locks;
+	OccLearnBody bodies[OCC_LEARN_BODIES];
+} OccLearnShared;
+
+static OccLearnShared *occ_learn = NULL;
+
+/* occ_learner_shmem_size: the shared memory of the slots */
+Size
+occ_learner_shmem_size(void)
+{
+	return sizeof(OccLearnShared);
+}
+
+/* occ_learner_shmem_request: the learner's LWLocks, from the request hook */
+void
+occ_learner_shmem_request(void)
+{
+	RequestNamedLWLockTranche("pg_occ learner", OCC_LEARN_LOCKS);
+}
+
+/*
+ * occ_learner_shmem_init: create or attach to the slots; called at startup
+ * holding AddinShmemInitLock
+ */
+void
+occ_learner_shmem_init(void)
+{
+	bool		found;
+
+	occ_learn = ShmemInitStruct("pg_occ learner", sizeof(OccLearnShared), &found);
+	if (!found)
+	{
+		memset(occ_learn->bodies, 0, sizeof(occ_learn->bodies));
+		occ_learn->locks = GetNamedLWLockTranche("pg_occ learner");
+	}
+}
+
+/* occ_learn_lock: the lock of a body's slot */
+static LWLock *
+occ_learn_lock(const OccLearnBody *slot)
+{
+	return &occ_learn->locks[(slot - occ_learn->bodies) % OCC_LEARN_LOCKS].lock;
+}
+
+/* occ_learn_slot: the slot of a body of this database */
+static OccLearnBody *
+occ_learn_slot(uint64 body)
+{
+	return &occ_learn->bodies[hash_combine64(body, MyDatabaseId) % OCC_LEARN_BODIES];
+}
+
+/* occ_learn_is: is the slot the body's? (holding its lock) */
+static bool
+occ_learn_is(const OccLearnBody *slot, uint64 body)
+{
+	return slot->dbid == MyDatabaseId && slot->body == body;
+}
+
+/* occ_learn_decay_counts: multiply counts by factor */
+static void
+occ_learn_decay_counts(OccLearnCounts *n, double factor)
+{
+	n->attempts *= factor;
+	n->failures *= factor;
+	n->ungated *= factor;
+	n->ungated_failures *= factor;
+}
+
+/* occ_learn_decay: bring a slot's counts to now (holding its lock) */
+static void
+occ_learn_decay(OccLearnBody *slot, TimestampTz now)
+{
+	double		factor;
+
+	if (now <= slot->updated)
+		return;
+	factor = exp(-(double) (now - slot->updated) / OCC_LEARN_TAU_USEC);
+	occ_learn_decay_counts(&slot->n, factor);
+	for (int i = 0; i < OCC_LEARN_VALUES; i++)
+		occ_learn_decay_counts(&slot->pairs[i].n, factor);
+	slot->updated = now;
+}
+
+/* occ_learn_count: count an attempt in n */
+static void
+occ_learn_count(OccLearnCounts *n, bool gated, bool failed)
+{
+	n->attempts += 1;
+	n->failures += failed ? 1 : 0;
+	n->ungated += gated ? 0 : 1;
+	n->ungated_failures += (failed && !gated) ? 1 : 0;
+}
+
+/* occ_learn_pair: the tracked pair of a value at a position, or NULL */
+static OccLearnPair *
+occ_learn_pair(OccLearnBody *slot, const OccKeyValue *v)
+{
+	for (int i = 0; i < OCC_LEARN_VALUES; i++)
+		if (slot->pairs[i].position == v->position && slot->pairs[i].value == v->hash)
+			return &slot->pairs[i];
+	return NULL;
+}
+
+/*
+ * occ_learn_track: a failed attempt carried v, which is not tracked: track
+ * it in an empty entry or instead of the pair with the fewest failures
+ * (Space-Saving: it takes over that count, an overestimate)
+ */
+static OccLearnPair *
+occ_learn_track(OccLearnBody *slot, const OccKeyValue *v)
+{
+	OccLearnPair *least = &slot->pairs[0];
+	double		count;
+
+	for (int i = 0; i < OCC_LEARN_VALUES; i++)
+	{
+		OccLearnPair *p = &slot->pairs[i];
+
+		if (p->position == 0)
+		{
+			least = p;
+			break;
+		}
+		if (p->n.failures < least->n.failures)
+			least = p;
+	}
+	count = least->position == 0 ? 0 : least->n.failures;
+	memset(least, 0, sizeof(*least));
+	least->value = v->hash;
+	least->position = v->position;
+	least->n.failures = count;
+	strlcpy(least->text, v->text, sizeof(least->text));
+	return least;
+}
+
+/* occ_learn_rate_holds: do ungated attempts fail at least rate of the time? */
+static bool
+occ_learn_rate_holds(const OccLearnCounts *n, double rate, double min_failures)
+{
+	return n->ungated_failures >= min_failures && n->ungated_failures >= rate * n->ungated;
+}
+
+/*
+ * occ_learn_concentrates: do the body's failures concentrate on what n
+ * counts (a pair, or a value at any position)?  See the file header.
+ */
+static bool
+occ_learn_concentrates(const OccLearnBody *slot, const OccLearnCounts *n)
+{
+	return n->failures >= 1 &&
+		n->failures >= OCC_LEARN_MIN_SHARE * slot->n.failures &&
+		n->failures * slot->n.attempts >= OCC_LEARN_MIN_LIFT * n->attempts * slot->n.failures;
+}
+
+/* occ_learn_stays: is what n counts, hot, still hot? */
+static bool
+occ_learn_stays(const OccLearnCounts *n)
+{
+	return occ_learn_rate_holds(n, OCC_LEARN_STAY_RATE, 0.5);
+}
+
+/*
+ * occ_learn_value_counts: the counts of a value at every position it was
+ * tracked at
+ */
+static void
+occ_learn_value_counts(const OccLearnBody *slot, uint64 value, OccLearnCounts *sum)
+{
+	memset(sum, 0, sizeof(*sum));
+	for (int i = 0; i < OCC_LEARN_VALUES; i++)
+	{
+		const OccLearnPair *p = &slot->pairs[i];
+
+		if (p->position == 0 || p->value != value)
+			continue;
+		sum->attempts += p->n.attempts;
+		sum->failures += p->n.failures;
+		sum->ungated += p->n.ungated;
+		sum->ungated_failures += p->n.ungated_failures;
+	}
+}
+
+/*
+ * occ_learn_decide: update which pairs and values, or whether the body, are
+ * hot (holding the slot's lock)
+ */
+static void
+occ_learn_decide(OccLearnBody *slot)
+{
+	bool		any = false;
+
+	for (int i = 0; i < OCC_LEARN_VALUES; i++)
+	{
+		OccLearnPair *p = &slot->pairs[i];
+		OccLearnCounts value;
+
+		if (p->position == 0)
+			continue;
+		p->hot = p->hot ? occ_learn_stays(&p->n) : occ_learn_concentrates(slot, &p->n);
+		occ_learn_value_counts(slot, p->value, &value);
+		p->value_hot = p->value_hot ? occ_learn_stays(&value) :
+			occ_learn_concentrates(slot, &value);
+		any |= p->hot || p->value_hot;
+	}
+	if (any)
+		slot->hot = false;
+	else if (slot->hot)
+		slot->hot = occ_learn_stays(&slot->n);
+	else
+		slot->hot = occ_learn_rate_holds(&slot->n, OCC_LEARN_BODY_RATE, OCC_LEARN_BODY_MIN);
+}
+
+/*
+ * occ_learner_knows: has the body failed recently, so that its calls
+ * should hash their values for the learner?
+ */
+bool
+occ_learner_knows(uint64 body)
+{
+	OccLearnBody *slot;
+	bool		knows;
+
+	if (occ_learn == NULL)
+		return false;
+	slot = occ_learn_slot(body);
+	LWLockAcquire(occ_learn_lock(slot), LW_SHARED);
+	knows = occ_learn_is(slot, body);
+	LWLockRelease(occ_learn_lock(slot));
+	return knows;
+}
+
+/*
+ * occ_learner_observe: an attempt of the body ended; it carried values
+ * (NULL if they were not hashed: its body was not known before), it ran
+ * gated or not, it failed retryably or not.  A failure makes the body
+ * known, taking a cold slot.
+ */
+void
+occ_learner_observe(uint64 body, const OccKeyValues *values, bool gated, bool failed)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	OccLearnBody *slot;
+
+	if (occ_learn == NULL)
+		return;
+	slot = occ_learn_slot(body);
+	LWLockAcquire(occ_learn_lock(slot), LW_EXCLUSIVE);
+	occ_learn_decay(slot, now);
+	if (!occ_learn_is(slot, body))
+	{
+		if (!failed || (slot->dbid != InvalidOid && slot->n.attempts >= OCC_LEARN_COLD))
+		{
+			LWLockRelease(occ_learn_lock(slot));
+			return;
+		}
+		memset(slot, 0, sizeof(*slot));
+		slot->dbid = MyDatabaseId;
+		slot->body = body;
+		slot->updated = now;
+	}
+	occ_learn_count(&slot->n, gated, failed);
+	for (int i = 0; values != NULL && i < values->n; i++)
+	{
+		OccLearnPair *p = occ_learn_pair(slot, &values->values[i]);
+
+		if (p == NULL && failed)
+			p = occ_learn_track(slot, &values->values[i]);
+		if (p != NULL)
+			occ_learn_count(&p->n, gated, failed);
+	}
+	occ_learn_decide(slot);
+	LWLockRelease(occ_learn_lock(slot));
+}
+
+/*
+ * occ_learn_gates: does a call that carries v take the gate of v?  When v
+ * is hot at its position, or hot at any position.
+ */
+static bool
+occ_learn_gates(const OccLearnBody *slot, const OccKeyValue *v)
+{
+	for (int i = 0; i < OCC_LEARN_VALUES; i++)
+	{
+		const OccLearnPair *p = &slot->pairs[i];
+
+		if (p->position != 0 && p->value == v->hash &&
+			(p->value_hot || (p->hot && p->position == v->position)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * occ_learner_keys: the learned keys of a call of the body that carries
+ * values, into keys (room for values->n + 1); returns their number, 0 when
+ * the call should run without a gate
+ */
+int
+occ_learner_keys(uint64 body, const OccKeyValues *values, uint64 *keys)
+{
+	OccLearnBody *slot;
+	int			n = 0;
+
+	if (occ_learn == NULL)
+		return 0;
+	slot = occ_learn_slot(body);
+	LWLockAcquire(occ_learn_lock(slot), LW_SHARED);
+	if (occ_learn_is(slot, body))
+	{
+		if (slot->hot)
+			keys[n++] = occ_key_of_body(body);
+		for (int i = 0; !slot->hot && i < values->n; i++)
+			if (occ_learn_gates(slot, &values->values[i]))
+				keys[n++] = occ_key_of_value(body, values->values[i].hash);
+	}
+	LWLockRelease(occ_learn_lock(slot));
+	return n;
+}
+
+/*
+ * occ_learner_describe: what the learner decided for a body of database
+ * dbid, for occ.stats: "$2 = 42" for each hot pair, "body" when the body is
+ * hot, NULL when nothing is
+ */
+char *
+occ_learner_describe(Oid dbid, uint64 body)
+{
+	OccLearnBody *slot;
+	StringInfoData s;
+
+	if (occ_learn == NULL)
+		return NULL;
+	initStringInfo(&s);
+	slot = &occ_learn->bodies[hash_combine64(body, dbid) % OCC_LEARN_BODIES];
+	LWLockAcquire(occ_learn_lock(slot), LW_SHARED);
+	if (slot->dbid == dbid && slot->body == body)
+	{
+		if (slot->hot)
+			appendStringInfoString(&s, "body");
+		for (int i = 0; i < OCC_LEARN_VALUES; i++)
+			if (slot->pairs[i].position > 0 && (slot->pairs[i].hot || slot->pairs[i].value_hot))
+				appendStringInfo(&s, "%s$%d = %s", s.len > 0 ? ", " : "",
+								 slot->pairs[i].position, slot->pairs[i].text);
+	}
+	LWLockRelease(occ_learn_lock(slot));
+	if (s.len == 0)
+	{
+		pfree(s.data);
+		return NULL;
+	}
+	return s.data;
+}
