@@ -12,11 +12,11 @@ DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/$(EXTENSION)--*.sql)) s
 DOCS = sql/pg_occ_prometheus.yaml
 
 # pg_regress: sql/*.sql against expected/*.out; the server must preload pg_occ
-REGRESS = backoff guc retry result budget stats queue upgrade schema memory bodies foreign
+REGRESS = backoff guc retry result budget stats queue client upgrade schema memory bodies foreign
 REGRESS_OPTS = --inputdir=$(srcdir) --load-extension=$(EXTENSION)
 
 # isolation tester: test/specs/*.spec against test/expected/*.out
-ISOLATION = update_conflict result_conflict write_skew deadlock give_up queue_order queue_deadlock queue_unlock_all budget_queue gate_deadlock
+ISOLATION = update_conflict result_conflict write_skew deadlock give_up queue_order queue_deadlock queue_unlock_all budget_queue gate_deadlock key_order key_commit
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --load-extension=$(EXTENSION)
 
 EXTRA_CLEAN = test/results test/output_iso regression.* results

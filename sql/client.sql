@@ -33,20 +33,21 @@ SAVEPOINT s;
 SET LOCAL occ.key = 'a';
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
--- an empty key (22023), two keys (22023)
+-- an empty key (22023), also among several
 BEGIN;
 SET LOCAL occ.key = '';
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
 BEGIN;
-SET LOCAL occ.key = 'a', 'b';
+SET LOCAL occ.key = 'a', '';
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
--- another key in the same transaction (0A000); the same one again is fine
+-- other keys in the same transaction (0A000); the same ones again, in any
+-- order, are fine
 BEGIN;
+SET LOCAL occ.key = 'a', 'b';
+SET LOCAL occ.key = 'b', 'a', 'a';
 SET LOCAL occ.key = 'a';
-SET LOCAL occ.key = 'a';
-SET LOCAL occ.key = 'b';
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
 -- from a function or a procedure (55P02), or by any other way than SET
@@ -151,6 +152,18 @@ SELECT * FROM my_gates;
 ROLLBACK;
 RESET occ.retry_sqlstates;
 
+-- Several keys: the transaction takes the gate of each, once, when one of
+-- them failed last time
+BEGIN;
+SET LOCAL occ.key = 'transfer:1';
+DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict'; END $$;
+ROLLBACK;
+BEGIN;
+SET LOCAL occ.key = 'transfer:2', 'transfer:1', 'transfer:2';
+SHOW occ.key;
+SELECT * FROM my_gates;
+COMMIT;
+
 -- The gate is occ.retry's and occ.gate()'s for the same key: the same lock
 BEGIN;
 SET LOCAL occ.key = 'shared';
@@ -166,5 +179,49 @@ SELECT occ.gate('shared');
 SELECT classid = :key_classid AND objid = :key_objid AS same_lock FROM pg_locks
  WHERE pid = pg_backend_pid() AND locktype = 'advisory' AND objsubid = 20291;
 COMMIT;
+
+-- occ.key_stats: per role, database and key, the transactions, commits,
+-- failures by SQLSTATE, those that took the gate and their wait.  A
+-- transaction with several keys counts under each; occ.stats does not show
+-- them, occ.stats_reset() clears them.
+SELECT occ.stats_reset();
+-- (retryable failures last: after them the key is hot for a while, and a
+-- hot key's transactions queue but for a random probe)
+BEGIN;
+SET LOCAL occ.key = 'stats:1';
+COMMIT;
+BEGIN;
+SET LOCAL occ.key = 'stats:1';
+SELECT 1/0;
+ROLLBACK;
+BEGIN;
+SET LOCAL occ.key = 'stats:1';
+ROLLBACK;
+BEGIN;
+SET LOCAL occ.key = 'stats:1';
+DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict'; END $$;
+ROLLBACK;
+BEGIN;
+SET LOCAL occ.key = 'stats:1', 'stats:2';
+DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'deadlock_detected', MESSAGE = 'simulated deadlock'; END $$;
+ROLLBACK;
+SELECT userid = (SELECT oid FROM pg_roles WHERE rolname = current_user) AS mine,
+       dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AS this_db,
+       keyid IS NOT NULL AS has_keyid, key, transactions, commits, serialization_failures, deadlocks,
+       other_failures, queued, total_wait_time >= 0 AS waited, max_wait_time <= total_wait_time AS max_le_total
+  FROM occ.key_stats ORDER BY key;
+SELECT count(*) AS key_rows_in_occ_stats FROM occ.stats WHERE query LIKE 'stats:%';
+SELECT count(*) AS without_text FROM occ.key_stats(false) WHERE key IS NULL;
+-- other roles see the counts, not the keys (unless pg_read_all_stats)
+CREATE ROLE occ_key_stats_role;
+SET ROLE occ_key_stats_role;
+BEGIN;
+SET LOCAL occ.key = 'stats:role';
+COMMIT;
+SELECT key, keyid IS NULL AS keyid_hidden, transactions FROM occ.key_stats ORDER BY key;
+RESET ROLE;
+SELECT occ.stats_reset();
+SELECT count(*) AS after_reset FROM occ.key_stats;
+DROP ROLE occ_key_stats_role;
 
 DROP VIEW my_gates;
