@@ -199,11 +199,12 @@ SELECT throws_ok($$ SET LOCAL occ.retry_budget_floor = -1 $$, '22023',
 SELECT throws_ok($$ SET LOCAL occ.retry_budget_floor = 'lots' $$, '22023',
                  'invalid value for parameter "occ.retry_budget_floor": "lots"',
                  'occ.retry_budget_floor refuses a non-number');
--- occ.key is set by SET LOCAL as the first statement of a transaction only
--- (sql/client.sql has every case): this transaction has taken its snapshot
-SELECT throws_ok($$ SET LOCAL occ.key = 'account:1' $$, '25001',
-                 'SET LOCAL occ.key must be the first statement of the transaction',
-                 'SET LOCAL occ.key after the transaction''s snapshot is refused');
+-- occ.key is set by the client's SET LOCAL as the first statement of a
+-- transaction only (sql/client.sql has every case); pgTAP runs statements
+-- from PL/pgSQL
+SELECT throws_ok($$ SET LOCAL occ.key = 'account:1' $$, '55P02',
+                 'SET LOCAL occ.key can only be sent by the client, not run by a function or a procedure',
+                 'SET LOCAL occ.key from a function is refused');
 SELECT throws_ok($$ SELECT set_config('occ.key', 'account:1', true) $$, '55P02',
                  'invalid value for parameter "occ.key": "account:1"',
                  'set_config(''occ.key'', ...) is refused');

@@ -3,7 +3,7 @@
 -- created here (and rolled back with the rest) checks that in practice.
 \ir begin.psql
 
-SELECT plan(59);
+SELECT plan(63);
 
 CREATE ROLE occ_tap_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
 
@@ -20,6 +20,8 @@ SELECT table_privs_are('occ', 'stats', 'public', ARRAY['SELECT'], 'PUBLIC may on
 SELECT table_privs_are('occ', 'stats_info', 'public', ARRAY['SELECT'], 'PUBLIC may only SELECT from occ.stats_info');
 SELECT table_privs_are('occ', 'stats', 'occ_tap_user', ARRAY['SELECT'], 'an ordinary role may only SELECT from occ.stats');
 SELECT table_privs_are('occ', 'stats_info', 'occ_tap_user', ARRAY['SELECT'], 'an ordinary role may only SELECT from occ.stats_info');
+SELECT table_privs_are('occ', 'key_stats', 'public', ARRAY['SELECT'], 'PUBLIC may only SELECT from occ.key_stats');
+SELECT table_privs_are('occ', 'key_stats', 'occ_tap_user', ARRAY['SELECT'], 'an ordinary role may only SELECT from occ.key_stats');
 
 ------------------------------------------------------------------------
 -- Routines: EXECUTE for PUBLIC on all but occ.stats_reset
@@ -51,6 +53,8 @@ SELECT function_privs_are('occ', 'stats', ARRAY['boolean'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.stats(boolean)');
 SELECT function_privs_are('occ', 'stats_info', ARRAY[]::name[],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.stats_info()');
+SELECT function_privs_are('occ', 'key_stats', ARRAY['boolean'],
+    'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.key_stats(boolean)');
 SELECT function_privs_are('occ', 'stats_reset', ARRAY[]::name[],
     'public', ARRAY[]::name[], 'PUBLIC may not execute occ.stats_reset');
 SELECT function_privs_are('occ', 'stats_reset', ARRAY[]::name[],
@@ -119,6 +123,7 @@ SELECT lives_ok($$ SELECT occ.gate('occ_tap_user') $$, 'an ordinary role can cal
 SELECT lives_ok('SELECT * FROM occ.last_retry()', 'an ordinary role can call occ.last_retry');
 SELECT lives_ok('SELECT * FROM occ.stats', 'an ordinary role can read occ.stats');
 SELECT lives_ok('SELECT * FROM occ.stats_info', 'an ordinary role can read occ.stats_info');
+SELECT lives_ok('SELECT * FROM occ.key_stats', 'an ordinary role can read occ.key_stats');
 SELECT throws_ok('SELECT occ.stats_reset()', '42501',
                  'permission denied for function stats_reset',
                  'an ordinary role cannot call occ.stats_reset');
