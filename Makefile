@@ -3,7 +3,7 @@ EXTENSION = pg_occ
 EXTVERSION = $(shell grep default_version $(srcdir)/$(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
 
 MODULE_big = pg_occ
-OBJS = src/pg_occ.o src/guc.o src/sqlstate.o src/args.o src/backoff.o src/sleep.o src/key.o src/gate.o src/temperature.o src/learner.o src/budget.o src/policy.o src/plan_cache.o src/foreign.o src/result.o src/attempt.o src/stats.o src/retry.o
+OBJS = src/pg_occ.o src/guc.o src/sqlstate.o src/args.o src/backoff.o src/sleep.o src/key.o src/gate.o src/temperature.o src/learner.o src/budget.o src/policy.o src/plan_cache.o src/foreign.o src/result.o src/attempt.o src/stats.o src/retry.o src/client.o
 HEADERS = src/pg_occ.h src/compat.h
 
 # paths relative to the source directory ($(srcdir), set by PGXS), which
@@ -15,11 +15,11 @@ DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/$(EXTENSION)--*.sql)) s
 	sql/pg_occ_prometheus.yaml
 
 # pg_regress: sql/*.sql against expected/*.out; the server must preload pg_occ
-REGRESS = backoff guc retry result budget stats queue upgrade schema memory bodies foreign keys roles
+REGRESS = backoff guc retry result budget stats queue upgrade schema memory bodies foreign keys roles client
 REGRESS_OPTS = --inputdir=$(srcdir) --load-extension=$(EXTENSION)
 
 # isolation tester: test/specs/*.spec against test/expected/*.out
-ISOLATION = update_conflict result_conflict write_skew deadlock give_up queue_order queue_deadlock queue_unlock_all budget_queue gate_deadlock keys_order keys_learned gate_roles
+ISOLATION = update_conflict result_conflict write_skew deadlock give_up queue_order queue_deadlock queue_unlock_all budget_queue gate_deadlock keys_order keys_learned gate_roles key_order key_commit
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --load-extension=$(EXTENSION)
 
 EXTRA_CLEAN = test/results test/output_iso regression.* results

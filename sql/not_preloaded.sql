@@ -61,3 +61,24 @@ SHOW occ.max_atempts;
 SELECT occ.backoff(0, jitter => 'none');
 SHOW occ.max_atempts;
 SET occ.max_atempts = 3;
+
+-- SET LOCAL occ.key without preloading: in a session that has not loaded
+-- the library, occ.key is a placeholder that queues nothing; once loaded,
+-- a transaction queues after this session's own retryable failure (there
+-- is no temperature), and occ.key_stats needs preloading
+\c
+BEGIN;
+SET LOCAL occ.key = 'np:placeholder';
+COMMIT;
+SELECT occ.backoff(0, jitter => 'none');
+BEGIN;
+SET LOCAL occ.key = 'np';
+DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict'; END $$;
+ROLLBACK;
+BEGIN;
+SET LOCAL occ.key = 'np';
+SELECT count(*) AS gates FROM pg_locks
+ WHERE pid = pg_backend_pid() AND locktype = 'advisory' AND objsubid = 20291 AND granted;
+COMMIT;
+SELECT * FROM occ.key_stats;
+\echo :LAST_ERROR_SQLSTATE

@@ -234,6 +234,33 @@ CREATE VIEW occ.stats_info AS
 COMMENT ON VIEW occ.stats_info IS
 'entries of occ.stats evicted to make room (see occ.stats_max), the time of the last reset, and the server-wide retry budget: tokens left (NULL when occ.retry_budget is 0), retries refused, and when the last storm of refusals began';
 
+CREATE FUNCTION occ.key_stats(
+    showtext boolean,
+    OUT userid                 oid,
+    OUT dbid                   oid,
+    OUT keyid                  bigint,
+    OUT key                    text,
+    OUT transactions           bigint,
+    OUT commits                bigint,
+    OUT serialization_failures bigint,
+    OUT deadlocks              bigint,
+    OUT other_failures         bigint,
+    OUT queued                 bigint,
+    OUT total_wait_time        double precision,
+    OUT max_wait_time          double precision)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'occ_key_stats'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION occ.key_stats(boolean) IS
+'statistics of the application''s transactions that set occ.key, per role, database and key (needs shared_preload_libraries = pg_occ)';
+
+CREATE VIEW occ.key_stats AS
+    SELECT * FROM occ.key_stats(true);
+
+COMMENT ON VIEW occ.key_stats IS
+'statistics of the application''s transactions that set occ.key (SET LOCAL occ.key), per role, database and key; a transaction with several keys counts under each; times in milliseconds; queued counts the transactions that took the gates of their keys';
+
 CREATE FUNCTION occ.stats_reset()
 RETURNS void
 AS 'MODULE_PATHNAME', 'occ_stats_reset'
@@ -249,4 +276,4 @@ REVOKE ALL ON FUNCTION occ.stats_reset() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION occ.gate(text), occ.gate(text[]) FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA occ TO PUBLIC;
-GRANT SELECT ON occ.stats, occ.stats_info TO PUBLIC;
+GRANT SELECT ON occ.stats, occ.stats_info, occ.key_stats TO PUBLIC;

@@ -37,9 +37,16 @@
  * every caller, so that two callers of keys {a, b} and {b, a} cannot
  * deadlock on them; a wait that fails releases every gate of the set.
  *
+ * Callers that do not retry through occ.retry (occ.gate(), and the
+ * transactions that set occ.key, client.c) take the same locks at
+ * transaction level instead, in the same order: the end of their
+ * transaction (commit, abort, the backend's exit) releases them, as any
+ * transaction-level lock.
+ *
  * This file is the mechanism only: which keys a call waits for is key.c's
- * and learner.c's, whether and when it waits is policy.c's.  OccGates is
- * opaque: the lock tags of a call's keys, and whether we hold each.
+ * and learner.c's, whether and when it waits is policy.c's (client.c's for
+ * transactions).  OccGates is opaque: the lock tags of a call's keys, and
+ * whether we hold each.
  *
  *-------------------------------------------------------------------------
  */
@@ -339,10 +346,14 @@ occ_gates_wait(OccGates *gates, double timeout_usec)
 }
 
 /*
- * occ_gate_lock_keys: wait for the gates of keys, in order, and hold them
- * until the end of the transaction
+ * occ_gate_lock_keys: wait for the gates of keys (sorted here, in place),
+ * in order, and hold them until the end of the transaction: for occ.gate()
+ * and for the transactions that set occ.key (client.c).  Each wait is an
+ * ordinary lock wait: a cancel, statement_timeout, lock_timeout or a
+ * deadlock ends it with an error, and the transaction's abort releases
+ * every gate taken, a grant that raced the error included.
  */
-static void
+void
 occ_gate_lock_keys(uint64 *keys, int nkeys)
 {
 	nkeys = occ_gate_sort(keys, nkeys);

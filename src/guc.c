@@ -37,6 +37,7 @@ int			occ_max_result_size = 65536;
 double		occ_retry_budget = 0.0;
 double		occ_retry_budget_ratio = 0.2;
 double		occ_retry_budget_floor = 10.0;
+char	   *occ_key = NULL;
 
 /* The parsed value of occ.retry_sqlstates (its GUC "extra") */
 const OccSqlstates *occ_retry_sqlstates_parsed = NULL;
@@ -124,6 +125,25 @@ occ_check_sqlstates(char **newval, void **extra, GucSource source)
 	list_free(items);
 	pfree(copy);
 	return ok;
+}
+
+/*
+ * occ_check_key: check hook for occ.key: a key is set only by SET LOCAL
+ * occ.key at the start of a transaction, which client.c checks and lets
+ * through; any other way to set one (set_config(), a function's SET clause,
+ * ALTER ROLE ... SET, the connection's options) would not queue the
+ * transaction, so it is refused rather than ignored.  Resetting it is
+ * always allowed.
+ */
+static bool
+occ_check_key(char **newval, void **extra, GucSource source)
+{
+	if (**newval == '\0' || occ_client_setting_key)
+		return true;
+	GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
+	GUC_check_errdetail("occ.key can only be set with SET LOCAL occ.key, sent by the client as the first statement of a transaction.");
+	GUC_check_errhint("Run SET LOCAL occ.key = '...' as the first statement after BEGIN.");
+	return false;
 }
 
 /* occ_assign_sqlstates: assign hook for occ.retry_sqlstates */
@@ -217,6 +237,12 @@ occ_define_gucs(void)
 							 NULL,
 							 &occ_retry_budget_floor, 10.0, 0.0, 1000000000.0,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("occ.key",
+							   "Contention key of the transaction: it waits its turn on the key's gate when the key is hot.",
+							   "Set it with SET LOCAL as the first statement after BEGIN; a list gives several keys.",
+							   &occ_key, "",
+							   PGC_USERSET, GUC_LIST_INPUT | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
+							   occ_check_key, NULL, NULL);
 	/* sizes shared memory, so it exists only when preloading */
 	if (process_shared_preload_libraries_in_progress)
 		DefineCustomIntVariable("occ.stats_max",

@@ -22,6 +22,9 @@
  *		backoff.c		the delays (and occ.backoff()),
  *	  sleep.c		sleeping between attempts,
  *	  stats.c		occ.stats and occ.last_retry();
+ *	client.c		the application's own transactions that SET LOCAL
+ *					occ.key, which uses the policy's admission, gate.c,
+ *					temperature.c and stats.c (occ.key_stats);
  *	guc.c			the occ.* settings; sqlstate.c, lists of SQLSTATEs;
  *	pg_occ.c		the module: settings, hooks and shared memory.
  *
@@ -195,6 +198,7 @@ extern int	occ_max_result_size;
 extern double occ_retry_budget;
 extern double occ_retry_budget_ratio;
 extern double occ_retry_budget_floor;
+extern char *occ_key;
 extern void occ_define_gucs(void);
 
 /*
@@ -321,6 +325,7 @@ extern bool occ_gates_same(const OccGates *gates, const uint64 *keys, int nkeys)
 extern OccGateWait occ_gates_wait(OccGates *gates, double timeout_usec);
 extern bool occ_gates_held(OccGates *gates);
 extern void occ_gates_release(OccGates *gates);
+extern void occ_gate_lock_keys(uint64 *keys, int nkeys);
 
 /* temperature.c */
 extern Size occ_temperature_shmem_size(void);
@@ -378,6 +383,7 @@ typedef struct OccPolicy
 
 extern void occ_policy_begin(OccPolicy *p, const OccRetrySpec *spec,
 							 instr_time start, MemoryContext cxt);
+extern bool occ_policy_gate_first(const uint64 *keys, int nkeys);
 extern OccDecision occ_policy_before_first(OccPolicy *p);
 extern void occ_policy_observe(OccPolicy *p, int sqlerrcode);
 extern OccDecision occ_policy_after_failure(OccPolicy *p, const OccFailure *f);
@@ -393,7 +399,14 @@ extern bool occ_sqlstates_match(const OccSqlstates *list, int sqlerrcode);
 /* stats.c */
 extern Size occ_stats_shmem_size(void);
 extern void occ_stats_shmem_init(void);
+extern void occ_stats_failure(OccCallResult *result, int sqlerrcode);
 extern void occ_stats_record(const char *sql, uint64 sql_hash,
 							 const OccCallResult *result);
+extern void occ_stats_record_key(const char *key, uint64 key_hash,
+								 const OccCallResult *result);
+
+/* client.c */
+extern bool occ_client_setting_key;
+extern void occ_client_init(void);
 
 #endif							/* PG_OCC_H */

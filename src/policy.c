@@ -51,7 +51,8 @@
  * (temperature.c), or carries a value its body's failures concentrate on,
  * takes its gates, except one call in OCC_PROBE_ONE_IN, which runs
  * optimistically so that the measures follow the workload.  Only failures
- * the call would retry heat its keys.
+ * the call would retry heat its keys.  A transaction that sets occ.key
+ * (client.c) is admitted by the same rule, before its first statement.
  *
  *-------------------------------------------------------------------------
  */
@@ -176,16 +177,35 @@ occ_policy_wait_timeout(const OccPolicy *p)
 }
 
 /*
- * occ_policy_hot_given: is one of the keys the call gives hot?  (Learned
- * keys are hot by construction.)
+ * occ_policy_hot: is one of these given keys hot?  (Learned keys are hot by
+ * construction.)
  */
 static bool
-occ_policy_hot_given(const OccPolicy *p)
+occ_policy_hot(const uint64 *keys, int nkeys)
 {
-	for (int i = 0; i < occ_gates_count(p->gates); i++)
-		if (occ_temperature_is_hot(occ_gates_key(p->gates, i)))
+	for (int i = 0; i < nkeys; i++)
+		if (occ_temperature_is_hot(keys[i]))
 			return true;
 	return false;
+}
+
+/* occ_policy_probe: is this admission to hot keys one of the probes? */
+static bool
+occ_policy_probe(void)
+{
+	return occ_random_draw() * OCC_PROBE_ONE_IN < 1.0;
+}
+
+/*
+ * occ_policy_gate_first: should a transaction that gives these keys take
+ * their gates before it runs?  The rule of occ.retry's first attempt: when
+ * one of them is hot, except for a probe.  For the transactions that set
+ * occ.key (client.c).
+ */
+bool
+occ_policy_gate_first(const uint64 *keys, int nkeys)
+{
+	return occ_policy_hot(keys, nkeys) && !occ_policy_probe();
 }
 
 /*
@@ -207,8 +227,8 @@ occ_policy_before_first(OccPolicy *p)
 	if (nkeys == 0)
 		return occ_decide(OCC_STEP_RETRY, 0, NULL, false);
 	occ_policy_set_gates(p, keys, nkeys);
-	if (timeout < 0 || (p->spec->nkeys > 0 && !occ_policy_hot_given(p)) ||
-		occ_random_draw() * OCC_PROBE_ONE_IN < 1.0)
+	if (timeout < 0 || (p->spec->nkeys > 0 && !occ_policy_hot(keys, nkeys)) ||
+		occ_policy_probe())
 		return occ_decide(OCC_STEP_RETRY, 0, NULL, false);
 	return occ_decide(OCC_STEP_WAIT, timeout, NULL, false);
 }

@@ -105,21 +105,6 @@ occ_give_up(ErrorData *edata, const OccDecision *d)
 }
 
 /*
- * occ_classify: count a failed attempt by its SQLSTATE
- */
-static void
-occ_classify(OccCallResult *result, int sqlerrcode)
-{
-	result->last_sqlerrcode = sqlerrcode;
-	if (sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE)
-		result->serialization_failures++;
-	else if (sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED)
-		result->deadlocks++;
-	else
-		result->other_failures++;
-}
-
-/*
  * occ_check_client: before each wait, sleep and attempt: if the client has
  * gone (a killed application, a pooler's query_timeout), end the session as
  * PostgreSQL does when it finds that out, with FATAL "connection to client
@@ -242,7 +227,7 @@ occ_attempts(OccCall *call, MemoryContext attemptcxt)
 			return;
 		}
 		occ_policy_observe(&call->policy, failure.edata->sqlerrcode);
-		occ_classify(&call->result, failure.edata->sqlerrcode);
+		occ_stats_failure(&call->result, failure.edata->sqlerrcode);
 
 		d = occ_after_failure(call, &failure);
 		switch (d.step)

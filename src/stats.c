@@ -2,17 +2,23 @@
  *
  * stats.c
  *		Retry statistics: shared counters per (role, database, transaction
- *		text) behind the occ.stats view, and the session's last call behind
+ *		text) behind the occ.stats view, and per (role, database, key)
+ *		behind occ.key_stats; the session's last call behind
  *		occ.last_retry().
  *
  * Modelled on pg_stat_statements.  With pg_occ in shared_preload_libraries,
- * a shared hash table of at most occ.stats_max entries holds the counters;
- * the key's queryid is a 64-bit hash of the exact text passed to occ.retry
- * (bodies take their values as parameters, so the text is stable).  Entries
+ * a shared hash table of at most occ.stats_max entries holds the counters
+ * of both kinds of entries: occ.retry calls of a body, whose queryid is a
+ * 64-bit hash of the exact text passed to occ.retry (bodies take their
+ * values as parameters, so the text is stable), and the application's
+ * transactions that set occ.key (client.c), whose queryid is the key's
+ * hash and whose text is the key.  Entries
  * are created under the exclusive lock and updated under the shared lock
  * plus a per-entry spinlock, so no increment is lost.  When the table is
- * full, the 5% of entries (at least 10) with the fewest calls are evicted at
- * once, and counted.
+ * full, the 5% of entries (at least 10) with the fewest calls (or
+ * transactions) are evicted at once, and counted.  Recording raises no
+ * error (client.c records from the end-of-transaction callback, when the
+ * transaction has committed already): without memory, it counts nothing.
  *
  * The counters survive a clean shutdown, as pg_stat_statements' do: the
  * postmaster writes them at exit to pg_stat/pg_occ.stat (a temporary file
@@ -56,6 +62,7 @@
 #include "pg_occ.h"
 
 PG_FUNCTION_INFO_V1(occ_stats);
+PG_FUNCTION_INFO_V1(occ_key_stats);
 PG_FUNCTION_INFO_V1(occ_stats_info);
 PG_FUNCTION_INFO_V1(occ_stats_reset);
 PG_FUNCTION_INFO_V1(occ_last_retry);
@@ -71,6 +78,9 @@ PG_FUNCTION_INFO_V1(occ_last_retry);
 #define OCC_STATS_COLS_0_2 23
 #define OCC_STATS_COLS_0_1 20
 
+/* Columns of occ.key_stats */
+#define OCC_KEY_STATS_COLS 12
+
 /* When the table is full, evict this share of the entries, at least OCC_EVICT_MIN */
 #define OCC_EVICT_PERCENT 5
 #define OCC_EVICT_MIN 10
@@ -81,13 +91,22 @@ PG_FUNCTION_INFO_V1(occ_last_retry);
 #define OCC_STATS_FILE_FORMAT 1 /* of the header and entries below */
 #define OCC_PG_MAJOR (PG_VERSION_NUM / 100)
 
+/* What an entry counts */
+typedef enum OccStatsKind
+{
+	OCC_STATS_RETRY,			/* occ.retry calls of a body */
+	OCC_STATS_KEY				/* transactions that set occ.key */
+} OccStatsKind;
+
 typedef struct OccStatsKey
 {
 	Oid			userid;
 	Oid			dbid;
-	uint64		queryid;
+	uint64		queryid;		/* the hash of the body, or of the key */
+	int32		kind;			/* an OccStatsKind */
 } OccStatsKey;
 
+/* For OCC_STATS_KEY entries, a call is a transaction, a failure its abort */
 typedef struct OccCounters
 {
 	int64		calls;
@@ -113,7 +132,7 @@ typedef struct OccStatsEntry
 	OccStatsKey key;			/* hash key, must be first */
 	slock_t		mutex;			/* protects the counters */
 	OccCounters counters;
-	char		query[OCC_QUERY_TEXT_MAX];
+	char		query[OCC_QUERY_TEXT_MAX];	/* the body, or the key */
 } OccStatsEntry;
 
 typedef struct OccStatsShared
@@ -250,7 +269,10 @@ occ_evict(void)
 	long		n = 0;
 	long		nvictims;
 
-	entries = palloc(sizeof(OccStatsEntry *) * hash_get_num_entries(occ_hash));
+	entries = palloc_extended(sizeof(OccStatsEntry *) * hash_get_num_entries(occ_hash),
+							  MCXT_ALLOC_NO_OOM);
+	if (entries == NULL)
+		return;					/* no room made: the insertion fails */
 	hash_seq_init(&scan, occ_hash);
 	while ((entry = hash_seq_search(&scan)) != NULL)
 		entries[n++] = entry;	/* counters read unlocked: a hint is enough */
@@ -269,7 +291,8 @@ occ_evict(void)
 /*
  * occ_entry_enter: a new entry for key, which is not in the table, with zero
  * counters and the len bytes of query as its text (len < OCC_QUERY_TEXT_MAX);
- * evicts first when the table is full.  Caller holds the lock exclusively.
+ * evicts first when the table is full; NULL when there is no room (no
+ * error: see the file header).  Caller holds the lock exclusively.
  */
 static OccStatsEntry *
 occ_entry_enter(const OccStatsKey *key, const char *query, int len)
@@ -279,7 +302,9 @@ occ_entry_enter(const OccStatsKey *key, const char *query, int len)
 	Assert(len >= 0 && len < OCC_QUERY_TEXT_MAX);
 	if (hash_get_num_entries(occ_hash) >= occ_stats_max)
 		occ_evict();
-	entry = hash_search(occ_hash, key, HASH_ENTER, NULL);
+	entry = hash_search(occ_hash, key, HASH_ENTER_NULL, NULL);
+	if (entry == NULL)
+		return NULL;
 	SpinLockInit(&entry->mutex);
 	memset(&entry->counters, 0, sizeof(OccCounters));
 	memcpy(entry->query, query, len);
@@ -301,7 +326,8 @@ occ_clear(void)
 
 /*
  * occ_find_or_create: the entry for key, created (evicting if needed) when
- * missing.  Returns with the lock held in shared mode.
+ * missing; NULL when there is no room for it.  Returns with the lock held
+ * in shared mode.
  */
 static OccStatsEntry *
 occ_find_or_create(const OccStatsKey *key, const char *sql)
@@ -320,7 +346,7 @@ occ_find_or_create(const OccStatsKey *key, const char *sql)
 	{
 		/* cut on a character boundary of the database's encoding */
 		len = pg_mbcliplen(sql, strlen(sql), OCC_QUERY_TEXT_MAX - 1);
-		occ_entry_enter(key, sql, len);
+		(void) occ_entry_enter(key, sql, len);
 	}
 	LWLockRelease(occ_shared->lock);
 	LWLockAcquire(occ_shared->lock, LW_SHARED);
@@ -329,30 +355,42 @@ occ_find_or_create(const OccStatsKey *key, const char *sql)
 }
 
 /*
- * occ_stats_record: account for one finished occ.retry call, in the session
- * and, when preloaded and occ.track_stats is on and its text is known (sql
- * is NULL for a call refused because its sql was NULL), in shared memory,
- * under the role that called.  A call refused before its first attempt has
- * 0 attempts: it counts in calls and errors, not in the histogram.
+ * occ_stats_failure: count a failed attempt (or an aborted transaction) by
+ * its SQLSTATE
  */
 void
-occ_stats_record(const char *sql, uint64 sql_hash, const OccCallResult *result)
+occ_stats_failure(OccCallResult *result, int sqlerrcode)
+{
+	result->last_sqlerrcode = sqlerrcode;
+	if (sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE)
+		result->serialization_failures++;
+	else if (sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED)
+		result->deadlocks++;
+	else
+		result->other_failures++;
+}
+
+/*
+ * occ_stats_count: add result to the shared entry of kind for (the role in
+ * result, this database, text), when preloaded and occ.track_stats is on
+ */
+static void
+occ_stats_count(OccStatsKind kind, const char *text, uint64 hash,
+				const OccCallResult *result)
 {
 	OccStatsKey key;
 	OccStatsEntry *entry;
 
-	occ_last.valid = true;
-	occ_last.result = *result;
-
-	if (occ_shared == NULL || occ_hash == NULL || !occ_track_stats || sql == NULL)
+	if (occ_shared == NULL || occ_hash == NULL || !occ_track_stats)
 		return;
 
 	memset(&key, 0, sizeof(key));
 	key.userid = result->userid;
 	key.dbid = MyDatabaseId;
-	key.queryid = sql_hash;
+	key.queryid = hash;
+	key.kind = kind;
 
-	entry = occ_find_or_create(&key, sql);
+	entry = occ_find_or_create(&key, text);
 	if (entry != NULL)
 	{
 		OccCounters *c = &entry->counters;
@@ -478,6 +516,7 @@ occ_stats_load_entries(FILE *file, const OccStatsFileHeader *header, pg_crc32c c
 	for (int32 i = 0; i < header->nentries; i++)
 	{
 		OccStatsFileEntry e;
+		OccStatsEntry *entry;
 
 		if (!occ_read(file, &e, sizeof(e), &crc))
 			return "it ends early";
@@ -487,7 +526,10 @@ occ_stats_load_entries(FILE *file, const OccStatsFileHeader *header, pg_crc32c c
 			return "it ends early";
 		if (hash_search(occ_hash, &e.key, HASH_FIND, NULL) != NULL)
 			return "an entry appears twice";
-		occ_entry_enter(&e.key, query, e.query_len)->counters = e.counters;
+		entry = occ_entry_enter(&e.key, query, e.query_len);
+		if (entry == NULL)
+			return "there is no room for its entries";
+		entry->counters = e.counters;
 	}
 	FIN_CRC32C(crc);
 	if (fread(&stored, sizeof(stored), 1, file) != 1)
@@ -559,42 +601,69 @@ occ_stats_load(void)
 }
 
 /*
- * occ.stats(showtext boolean): one row per tracked transaction.  Roles
- * without pg_read_all_stats see other roles' rows without text or queryid.
+ * occ_stats_record: account for one finished occ.retry call, in the session
+ * and, when its text is known (sql is NULL for a call refused because its
+ * sql was NULL), in shared memory, under the role that called.  A call
+ * refused before its first attempt has 0 attempts: it counts in calls and
+ * errors, not in the histogram.
  */
-Datum
-occ_stats(PG_FUNCTION_ARGS)
+void
+occ_stats_record(const char *sql, uint64 sql_hash, const OccCallResult *result)
 {
-	bool		showtext = PG_GETARG_BOOL(0);
+	occ_last.valid = true;
+	occ_last.result = *result;
+	if (sql != NULL)
+		occ_stats_count(OCC_STATS_RETRY, sql, sql_hash, result);
+}
+
+/*
+ * occ_stats_record_key: account for one finished transaction that set
+ * occ.key (one attempt, committed or not) under one of its keys, in shared
+ * memory only.  Called at the end of the transaction: raises no error.
+ */
+void
+occ_stats_record_key(const char *key, uint64 key_hash, const OccCallResult *result)
+{
+	occ_stats_count(OCC_STATS_KEY, key, key_hash, result);
+}
+
+/*
+ * The columns of one entry after its identity (role, database, hash, text),
+ * into values and nulls from there; returns how many
+ */
+typedef int (*OccStatsColumns) (const OccStatsEntry *entry, const OccCounters *c,
+								bool visible, int natts, Datum *values, bool *nulls);
+
+/*
+ * occ_stats_scan: the rows of the entries of kind, materialised: for each,
+ * the role, the database, the hash and the text (roles without
+ * pg_read_all_stats see other roles' rows without text or hash; no text at
+ * all without showtext), then what columns makes of its counters
+ */
+static void
+occ_stats_scan(FunctionCallInfo fcinfo, OccStatsKind kind, bool showtext,
+			   OccStatsColumns columns)
+{
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Oid			userid = GetUserId();
 	bool		all_visible = has_privs_of_role(userid, ROLE_PG_READ_ALL_STATS);
+	int			natts = rsinfo->setDesc->natts;
 	HASH_SEQ_STATUS scan;
 	OccStatsEntry *entry;
-
-	occ_require_shared();
-	InitMaterializedSRF(fcinfo, 0);
-	if (rsinfo->setDesc->natts != OCC_STATS_COLS &&
-		rsinfo->setDesc->natts != OCC_STATS_COLS_0_2 &&
-		rsinfo->setDesc->natts != OCC_STATS_COLS_0_1)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("occ.stats is declared with %d columns, which this version of pg_occ does not know",
-						rsinfo->setDesc->natts),
-				 errhint("Run ALTER EXTENSION pg_occ UPDATE.")));
+	Datum	   *values = palloc(sizeof(Datum) * natts);
+	bool	   *nulls = palloc(sizeof(bool) * natts);
 
 	LWLockAcquire(occ_shared->lock, LW_SHARED);
 	hash_seq_init(&scan, occ_hash);
 	while ((entry = hash_seq_search(&scan)) != NULL)
 	{
-		Datum		values[OCC_STATS_COLS];
-		bool		nulls[OCC_STATS_COLS];
-		Datum		hist[OCC_HIST_BUCKETS];
 		OccCounters c;
 		bool		visible = all_visible || entry->key.userid == userid;
 		int			i = 0;
 
-		memset(nulls, 0, sizeof(nulls));
+		if (entry->key.kind != kind)
+			continue;
+		memset(nulls, 0, sizeof(bool) * natts);
 		SpinLockAcquire(&entry->mutex);
 		c = entry->counters;
 		SpinLockRelease(&entry->mutex);
@@ -609,43 +678,119 @@ occ_stats(PG_FUNCTION_ARGS)
 			nulls[i++] = true;
 		else
 			values[i++] = CStringGetTextDatum(visible ? entry->query : "<insufficient privilege>");
-		values[i++] = Int64GetDatumFast(c.calls);
-		values[i++] = Int64GetDatumFast(c.commits);
-		values[i++] = Int64GetDatumFast(c.gave_up);
-		values[i++] = Int64GetDatumFast(c.errors);
-		values[i++] = Int64GetDatumFast(c.attempts);
-		values[i++] = Int64GetDatumFast(c.serialization_failures);
-		values[i++] = Int64GetDatumFast(c.deadlocks);
-		values[i++] = Int64GetDatumFast(c.other_failures);
-		values[i++] = Float8GetDatumFast(c.total_sleep_time);
-		values[i++] = Float8GetDatumFast(c.max_sleep_time);
-		values[i++] = Float8GetDatumFast(c.calls > 0 ? c.total_sleep_time / c.calls : 0);
-		if (rsinfo->setDesc->natts >= OCC_STATS_COLS_0_2)
-		{
-			values[i++] = Int64GetDatumFast(c.queued);
-			values[i++] = Float8GetDatumFast(c.total_wait_time);
-			values[i++] = Float8GetDatumFast(c.max_wait_time);
-		}
-		values[i++] = Float8GetDatumFast(c.total_time);
-		values[i++] = Float8GetDatumFast(c.calls > 0 ? c.total_time / c.calls : 0);
-		values[i++] = Float8GetDatumFast(c.calls > 0 ? (double) c.attempts / c.calls : 0);
-		values[i++] = Int64GetDatumFast(c.max_attempts);
-		for (int b = 0; b < OCC_HIST_BUCKETS; b++)
-			hist[b] = Int64GetDatumFast(c.hist[b]);
-		values[i++] = PointerGetDatum(construct_array(hist, OCC_HIST_BUCKETS, INT8OID,
-													  sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		if (rsinfo->setDesc->natts == OCC_STATS_COLS)
-		{
-			char	   *learned = visible ?
-				occ_learner_describe(entry->key.userid, entry->key.dbid, entry->key.queryid) : NULL;
-
-			nulls[i] = (learned == NULL);
-			values[i++] = learned ? CStringGetTextDatum(learned) : (Datum) 0;
-		}
-		Assert(i == rsinfo->setDesc->natts);
+		i += columns(entry, &c, visible, natts, values + i, nulls + i);
+		Assert(i == natts);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	LWLockRelease(occ_shared->lock);
+}
+
+/* occ_stats_check_columns: the SQL declares columns we know, or we say so */
+static void
+occ_stats_check_columns(FunctionCallInfo fcinfo, const char *name, bool known)
+{
+	if (!known)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s is declared with %d columns, which this version of pg_occ does not know",
+						name, ((ReturnSetInfo *) fcinfo->resultinfo)->setDesc->natts),
+				 errhint("Run ALTER EXTENSION pg_occ UPDATE.")));
+}
+
+/*
+ * occ_stats_columns: the columns of occ.stats after its text: 20 as 0.4.0
+ * declares them, 19 without learned_key (0.2.0, 0.3.0), 16 without the
+ * queue's columns either (0.1.0)
+ */
+static int
+occ_stats_columns(const OccStatsEntry *entry, const OccCounters *c, bool visible,
+				  int natts, Datum *values, bool *nulls)
+{
+	Datum		hist[OCC_HIST_BUCKETS];
+	int			i = 0;
+
+	values[i++] = Int64GetDatumFast(c->calls);
+	values[i++] = Int64GetDatumFast(c->commits);
+	values[i++] = Int64GetDatumFast(c->gave_up);
+	values[i++] = Int64GetDatumFast(c->errors);
+	values[i++] = Int64GetDatumFast(c->attempts);
+	values[i++] = Int64GetDatumFast(c->serialization_failures);
+	values[i++] = Int64GetDatumFast(c->deadlocks);
+	values[i++] = Int64GetDatumFast(c->other_failures);
+	values[i++] = Float8GetDatumFast(c->total_sleep_time);
+	values[i++] = Float8GetDatumFast(c->max_sleep_time);
+	values[i++] = Float8GetDatumFast(c->calls > 0 ? c->total_sleep_time / c->calls : 0);
+	if (natts >= OCC_STATS_COLS_0_2)
+	{
+		values[i++] = Int64GetDatumFast(c->queued);
+		values[i++] = Float8GetDatumFast(c->total_wait_time);
+		values[i++] = Float8GetDatumFast(c->max_wait_time);
+	}
+	values[i++] = Float8GetDatumFast(c->total_time);
+	values[i++] = Float8GetDatumFast(c->calls > 0 ? c->total_time / c->calls : 0);
+	values[i++] = Float8GetDatumFast(c->calls > 0 ? (double) c->attempts / c->calls : 0);
+	values[i++] = Int64GetDatumFast(c->max_attempts);
+	for (int b = 0; b < OCC_HIST_BUCKETS; b++)
+		hist[b] = Int64GetDatumFast(c->hist[b]);
+	values[i++] = PointerGetDatum(construct_array(hist, OCC_HIST_BUCKETS, INT8OID,
+												  sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	if (natts == OCC_STATS_COLS)
+	{
+		char	   *learned = visible ?
+			occ_learner_describe(entry->key.userid, entry->key.dbid, entry->key.queryid) : NULL;
+
+		nulls[i] = (learned == NULL);
+		values[i++] = learned ? CStringGetTextDatum(learned) : (Datum) 0;
+	}
+	return i;
+}
+
+/* occ.stats(showtext boolean): one row per tracked occ.retry body */
+Datum
+occ_stats(PG_FUNCTION_ARGS)
+{
+	int			natts;
+
+	occ_require_shared();
+	InitMaterializedSRF(fcinfo, 0);
+	natts = ((ReturnSetInfo *) fcinfo->resultinfo)->setDesc->natts;
+	occ_stats_check_columns(fcinfo, "occ.stats",
+							natts == OCC_STATS_COLS || natts == OCC_STATS_COLS_0_2 ||
+							natts == OCC_STATS_COLS_0_1);
+	occ_stats_scan(fcinfo, OCC_STATS_RETRY, PG_GETARG_BOOL(0), occ_stats_columns);
+	return (Datum) 0;
+}
+
+/* occ_key_stats_columns: the columns of occ.key_stats after its key, 8 */
+static int
+occ_key_stats_columns(const OccStatsEntry *entry, const OccCounters *c, bool visible,
+					  int natts, Datum *values, bool *nulls)
+{
+	int			i = 0;
+
+	values[i++] = Int64GetDatumFast(c->calls);
+	values[i++] = Int64GetDatumFast(c->commits);
+	values[i++] = Int64GetDatumFast(c->serialization_failures);
+	values[i++] = Int64GetDatumFast(c->deadlocks);
+	values[i++] = Int64GetDatumFast(c->other_failures);
+	values[i++] = Int64GetDatumFast(c->queued);
+	values[i++] = Float8GetDatumFast(c->total_wait_time);
+	values[i++] = Float8GetDatumFast(c->max_wait_time);
+	return i;
+}
+
+/*
+ * occ.key_stats(showtext boolean): one row per key of the transactions that
+ * set occ.key (client.c)
+ */
+Datum
+occ_key_stats(PG_FUNCTION_ARGS)
+{
+	occ_require_shared();
+	InitMaterializedSRF(fcinfo, 0);
+	occ_stats_check_columns(fcinfo, "occ.key_stats",
+							((ReturnSetInfo *) fcinfo->resultinfo)->setDesc->natts == OCC_KEY_STATS_COLS);
+	occ_stats_scan(fcinfo, OCC_STATS_KEY, PG_GETARG_BOOL(0), occ_key_stats_columns);
 	return (Datum) 0;
 }
 

@@ -17,8 +17,9 @@
 #     - pg_regress (sql/, expected/) and the isolation specs (test/specs/),
 #     - pgTAP (test/tap/) with pg_prove,
 #     - the stress check (test/stress.sh) in backoff and in queue mode, the
-#       interrupt checks of a sleeping and of a queued call, and of one that
-#       makes a large result (test/interrupt*.sh),
+#       interrupt checks of a sleeping and of a queued call, of one that
+#       makes a large result, and of a transaction queued by SET LOCAL
+#       occ.key (test/interrupt*.sh),
 #       occ.retry on a hot standby of the cluster (test/standby.sh), and the
 #       adversarial check (test/fuzz.sh: random and hostile arguments and
 #       bodies; no XX000, no backend lost),
@@ -76,6 +77,7 @@ in_cluster() {
     CONTENTION=queue CLIENTS=96 test/stress.sh
     test/interrupt.sh
     test/interrupt_queue.sh
+    test/interrupt_key.sh
     test/client_gone.sh
     test/interrupt_result.sh
     test/standby.sh

@@ -15,7 +15,14 @@
 //     up after N attempts.", and the connection still works;
 //   - inside BEGIN the CALL fails with 25001 and a hint that names autocommit;
 //   - two connections doing a read-modify-write of one row through occ.retry
-//     at the same time lose and double nothing.
+//     at the same time lose and double nothing;
+//   - SET LOCAL occ.key in the application's own transactions: a key cannot
+//     be a query parameter (SET takes none: 42601), client.escapeLiteral
+//     makes it a literal; after a query it is refused with 25001 and a
+//     hint; four connections running a client-side retry loop of
+//     REPEATABLE READ read-modify-writes with SET LOCAL occ.key lose and
+//     double nothing, and occ.key_stats counts each attempt, commit and
+//     serialization failure they saw.
 //
 // Run: NODE_PATH=<dir>/node_modules node test/apps/node_test.js, against a
 // database where pg_occ is installed (connection from the PG* environment
@@ -163,6 +170,64 @@ async function main() {
   check(`contention: 2 x ${CALLS} read-modify-writes, the row is ${2 * CALLS} (nothing lost or doubled)`,
         Number(r.rows[0].n) === 2 * CALLS, r.rows[0].n);
   console.log(`node: contention: ${retries[0] + retries[1]} retries in ${2 * CALLS} calls (not asserted)`);
+
+  // --- SET LOCAL occ.key: the application's own transactions -------------------
+  await conn.query('BEGIN');
+  e = await errorOf(conn.query('SET LOCAL occ.key = $1', ['hot:1']));
+  await conn.query('ROLLBACK');
+  check("SET LOCAL occ.key = $1: SET takes no parameter, 42601", e && e.code === '42601', e && e.code);
+  await conn.query('BEGIN');
+  await conn.query(`SET LOCAL occ.key = ${conn.escapeLiteral('hot:1')}`);
+  r = await conn.query('SHOW occ.key');
+  await conn.query('ROLLBACK');
+  check('SET LOCAL occ.key with client.escapeLiteral sets the key', r.rows[0]['occ.key'] === 'hot:1', r.rows[0]);
+  await conn.query('BEGIN');
+  await conn.query('SELECT 1');
+  e = await errorOf(conn.query(`SET LOCAL occ.key = ${conn.escapeLiteral('hot:1')}`));
+  await conn.query('ROLLBACK');
+  check("SET LOCAL occ.key after a query: 25001 with a hint",
+        e && e.code === '25001' && (e.hint || '').includes('first statement after BEGIN'), e && [e.code, e.hint]);
+
+  await conn.query('SELECT occ.stats_reset()');
+  await conn.query('UPDATE hot SET n = 0 WHERE id = 1');
+  const THREADS = 4;
+  const TRANSACTIONS = 50;
+  const keyed = await Promise.all(Array.from({ length: THREADS }, async () => {
+    const c = await connect();
+    const counts = { tries: 0, conflicts: 0 };
+    for (let i = 0; i < TRANSACTIONS; i++) {
+      for (;;) {
+        counts.tries++;
+        try {
+          await c.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+          await c.query(`SET LOCAL occ.key = ${c.escapeLiteral('hot:1')}`);
+          const n = Number((await c.query('SELECT n FROM hot WHERE id = 1')).rows[0].n);
+          await new Promise((resolve) => setTimeout(resolve, 1)); // the application's work
+          await c.query('UPDATE hot SET n = $1 WHERE id = 1', [n + 1]);
+          await c.query('COMMIT');
+          break;
+        } catch (err) {
+          await c.query('ROLLBACK');
+          if (err.code !== '40001') throw err;
+          counts.conflicts++;
+        }
+      }
+    }
+    await c.end();
+    return counts;
+  }));
+  const tries = keyed.reduce((a, k) => a + k.tries, 0);
+  const conflicts = keyed.reduce((a, k) => a + k.conflicts, 0);
+  r = await conn.query('SELECT n FROM hot WHERE id = 1');
+  check(`SET LOCAL occ.key: ${THREADS} x ${TRANSACTIONS} read-modify-writes retried by the client, ` +
+        `the row is ${THREADS * TRANSACTIONS} (nothing lost or doubled)`,
+        Number(r.rows[0].n) === THREADS * TRANSACTIONS, r.rows[0].n);
+  r = await conn.query("SELECT transactions, commits, serialization_failures, queued FROM occ.key_stats WHERE key = 'hot:1'");
+  const st = r.rows[0];
+  check(`occ.key_stats counts the ${tries} attempts, ${THREADS * TRANSACTIONS} commits and ${conflicts} serialization failures`,
+        st && Number(st.transactions) === tries && Number(st.commits) === THREADS * TRANSACTIONS &&
+        Number(st.serialization_failures) === conflicts, st);
+  console.log(`node: SET LOCAL occ.key: ${tries} attempts for ${THREADS * TRANSACTIONS} commits, ${st.queued} queued (not asserted)`);
 
   await conn.end();
   console.log(`node: ${checks} passed, 0 failed`);

@@ -13,7 +13,13 @@
 #     occ.last_retry() belong to the server connection, so another client
 #     that gets it sees them (through a pool of one connection); psycopg
 #     works through the pool with prepare_threshold=None (its default, named
-#     prepared statements, is only reported: PgBouncer 1.24+ pools them).
+#     prepared statements, is only reported: PgBouncer 1.24+ pools them);
+#   - the application's own transactions with SET LOCAL occ.key work
+#     through transaction pooling: pgbench's clients retry REPEATABLE READ
+#     read-modify-writes of the hot row (--max-tries) and psycopg threads
+#     run a retry loop, nothing is lost or doubled, occ.key_stats counts
+#     pgbench's commits and attempts, and nothing outlives a transaction:
+#     the next client on the server connection has no key and no gate.
 #
 # Runs in the cluster of test/run.sh's in_cluster (PG* set by pg_virtualenv,
 # as root): starts pgbouncer as the postgres user, with its own
@@ -151,5 +157,69 @@ echo "pgbouncer: psycopg with prepare_threshold=None, 4 threads x 50 calls: $got
 [ "$got" = ok ] || fail "psycopg through PgBouncer with prepare_threshold=None: $got"
 [ "$((after - before))" -eq 200 ] || fail "psycopg through PgBouncer: row grew by $((after - before)), not 200"
 echo "pgbouncer: psycopg with its default prepare_threshold (5), for information: $(psycopg_through 5)"
+
+# --- SET LOCAL occ.key through the pool -------------------------------------------
+sql "SELECT occ.stats_reset(); UPDATE hot SET n = 0 WHERE id = 1" >/dev/null
+script=$DIR/occ_key.sql
+cat >"$script" <<'SQL'
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SET LOCAL occ.key = 'hot:1';
+SELECT n FROM hot WHERE id = 1 \gset
+UPDATE hot SET n = :n + 1 WHERE id = 1;
+COMMIT;
+SQL
+out=$(pgbench -n -h 127.0.0.1 -p "$PORT" -d "$DB" -c "$CLIENTS" -j 2 -t "$CALLS_PER_CLIENT" --max-tries=1000 \
+      -f "$script" 2>&1) || fail "pgbench with SET LOCAL occ.key failed: $out"
+processed=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+retries=$(sed -n 's/^total number of retries: \([0-9]*\).*/\1/p' <<<"$out")
+retries=${retries:-0}
+value=$(sql "SELECT n FROM hot WHERE id = 1")
+read -r transactions commits queued < <(sql "SELECT transactions, commits, queued FROM occ.key_stats WHERE key = 'hot:1'" | tr '|' ' ')
+echo "pgbouncer: pgbench with SET LOCAL occ.key, $CLIENTS clients x $CALLS_PER_CLIENT transactions: $processed committed, $retries retries, row $value; occ.key_stats: $transactions transactions, $commits commits, $queued queued"
+[ "$processed" = "$((CLIENTS * CALLS_PER_CLIENT))" ] || fail "pgbench with SET LOCAL occ.key: $out"
+[ "$value" = "$processed" ] || fail "row $value != $processed committed transactions: lost or doubled updates"
+[ "$commits" = "$processed" ] || fail "occ.key_stats commits $commits != pgbench's $processed"
+[ "$transactions" = "$((processed + retries))" ] || fail "occ.key_stats transactions $transactions != $processed + $retries retries"
+
+# psycopg threads, a client-side retry loop through the pool
+got=$(/usr/bin/python3 - "$PORT" "$DB" <<'PY'
+import sys, threading, psycopg
+from psycopg import errors, sql
+failures = []
+def client():
+    try:
+        with psycopg.connect(host="127.0.0.1", port=sys.argv[1], dbname=sys.argv[2], prepare_threshold=None) as conn:
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            for _ in range(50):
+                while True:
+                    try:
+                        conn.execute(sql.SQL("SET LOCAL occ.key = {}").format(sql.Literal("hot:1")))
+                        n = conn.execute("SELECT n FROM hot WHERE id = 1").fetchone()[0]
+                        conn.execute("UPDATE hot SET n = %s WHERE id = 1", [n + 1])
+                        conn.commit()
+                        break
+                    except errors.SerializationFailure:
+                        conn.rollback()
+    except Exception as e:
+        failures.append(f"{type(e).__name__}: {e}")
+threads = [threading.Thread(target=client) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(failures[0] if failures else "ok")
+PY
+)
+after=$(sql "SELECT n FROM hot WHERE id = 1")
+echo "pgbouncer: psycopg retry loops with SET LOCAL occ.key, 4 threads x 50 transactions: $got, row +$((after - value))"
+[ "$got" = ok ] || fail "psycopg with SET LOCAL occ.key through PgBouncer: $got"
+[ "$((after - value))" -eq 200 ] || fail "psycopg with SET LOCAL occ.key: row grew by $((after - value)), not 200"
+
+# nothing outlives the transaction: the next client on the (only) server
+# connection has no key, and no gate is held; a session SET is refused
+bpsql -d occ_apps_one -c "BEGIN" -c "SET LOCAL occ.key = 'hot:1'" -c "COMMIT"
+left=$(bpsql -d occ_apps_one -c "SELECT '[' || current_setting('occ.key') || '] ' || (SELECT count(*) FROM pg_locks WHERE objsubid = 20291)")
+echo "pgbouncer: after a transaction with SET LOCAL occ.key, the next client sees the key and gates: $left"
+[ "$left" = "[] 0" ] || fail "a key or a gate outlived its transaction: $left"
+err=$(bpsql -d occ_apps_one -c "SET occ.key = 'hot:1'" 2>&1) && fail "a session SET occ.key went through"
+grep -q "occ.key can only be set with SET LOCAL" <<<"$err" || fail "session SET occ.key: $err"
 
 echo "pgbouncer: ok"

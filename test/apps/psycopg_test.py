@@ -17,7 +17,14 @@
 #     (psycopg.errors.ActiveSqlTransaction) and a hint that names autocommit;
 #   - two threads with two connections doing a read-modify-write of one row
 #     through occ.retry lose and double nothing (the retries they needed are
-#     printed, not asserted: contention is up to the scheduler).
+#     printed, not asserted: contention is up to the scheduler);
+#   - SET LOCAL occ.key in the application's own transactions: a key cannot
+#     be a query parameter (SET takes none: 42601), psycopg.sql.Literal
+#     makes it a literal; after a query it is refused with 25001
+#     (ActiveSqlTransaction) and a hint; four threads running a client-side
+#     retry loop of REPEATABLE READ read-modify-writes with SET LOCAL
+#     occ.key lose and double nothing, and occ.key_stats counts each
+#     attempt, commit and serialization failure the threads saw.
 #
 # Run with Debian's interpreter, /usr/bin/python3, against a database where
 # pg_occ is installed (connection from the PG* environment variables; see
@@ -26,9 +33,10 @@
 import datetime
 import sys
 import threading
+import time
 
 import psycopg
-from psycopg import errors
+from psycopg import errors, sql
 
 checks = 0
 sys.stdout.reconfigure(line_buffering=True)  # in order with the failures on stderr
@@ -195,6 +203,76 @@ check("contention: both threads ran every call", not failures, failures)
 n = conn.execute("SELECT n FROM hot WHERE id = 1").fetchone()[0]
 check(f"contention: 2 x {CALLS} read-modify-writes, the row is {2 * CALLS} (nothing lost or doubled)", n == 2 * CALLS, n)
 print(f"psycopg: contention: {retries[0] + retries[1]} retries in {2 * CALLS} calls (not asserted)")
+
+# --- SET LOCAL occ.key: the application's own transactions -------------------
+with connect() as tx:   # psycopg's default: it sends BEGIN before the first statement
+    try:
+        tx.execute("SET LOCAL occ.key = %s", ["hot:1"])
+        check("SET LOCAL occ.key = %s with a parameter is refused", False)
+    except errors.SyntaxError as e:
+        check("SET LOCAL occ.key = %s: SET takes no parameter, 42601", e.sqlstate == "42601", e.sqlstate)
+    tx.rollback()
+    tx.execute(sql.SQL("SET LOCAL occ.key = {}").format(sql.Literal("hot:1")))
+    key = tx.execute("SHOW occ.key").fetchone()[0]
+    check("SET LOCAL occ.key = {} with sql.Literal sets the key", key == "hot:1", key)
+    tx.rollback()
+    tx.execute("SELECT 1")
+    try:
+        tx.execute(sql.SQL("SET LOCAL occ.key = {}").format(sql.Literal("hot:1")))
+        check("SET LOCAL occ.key after a query is refused", False)
+    except errors.ActiveSqlTransaction as e:
+        check("SET LOCAL occ.key after a query: ActiveSqlTransaction (25001) with a hint",
+              e.sqlstate == "25001" and "first statement after BEGIN" in (e.diag.message_hint or ""),
+              (e.sqlstate, e.diag.message_hint))
+    tx.rollback()
+
+setup.execute("SELECT occ.stats_reset()")
+setup.execute("UPDATE hot SET n = 0 WHERE id = 1")
+THREADS, TRANSACTIONS = 4, 50
+tries = [0] * THREADS
+conflicts = [0] * THREADS
+failures = []
+
+
+def keyed_worker(i):
+    """A client-side retry loop: each transaction sets its key first."""
+    try:
+        with connect() as c:
+            c.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            set_key = sql.SQL("SET LOCAL occ.key = {}").format(sql.Literal("hot:1"))
+            for _ in range(TRANSACTIONS):
+                while True:
+                    tries[i] += 1
+                    try:
+                        c.execute(set_key)      # BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL ...
+                        n = c.execute("SELECT n FROM hot WHERE id = 1").fetchone()[0]
+                        time.sleep(0.001)       # the application's work
+                        c.execute("UPDATE hot SET n = %s WHERE id = 1", [n + 1])
+                        c.commit()
+                        break
+                    except errors.SerializationFailure:
+                        conflicts[i] += 1
+                        c.rollback()
+    except Exception as e:  # reported by the main thread
+        failures.append(f"thread {i}: {type(e).__name__}: {e}")
+
+
+threads = [threading.Thread(target=keyed_worker, args=(i,)) for i in range(THREADS)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+check("SET LOCAL occ.key: every thread ran every transaction", not failures, failures)
+n = conn.execute("SELECT n FROM hot WHERE id = 1").fetchone()[0]
+check(f"SET LOCAL occ.key: {THREADS} x {TRANSACTIONS} read-modify-writes retried by the client, "
+      f"the row is {THREADS * TRANSACTIONS} (nothing lost or doubled)", n == THREADS * TRANSACTIONS, n)
+stats = conn.execute("SELECT transactions, commits, serialization_failures, queued FROM occ.key_stats"
+                     " WHERE key = 'hot:1'").fetchone()
+check(f"occ.key_stats counts the {sum(tries)} attempts, {THREADS * TRANSACTIONS} commits and "
+      f"{sum(conflicts)} serialization failures the threads saw",
+      stats is not None and stats[:3] == (sum(tries), THREADS * TRANSACTIONS, sum(conflicts)), stats)
+print(f"psycopg: SET LOCAL occ.key: {sum(tries)} attempts for {THREADS * TRANSACTIONS} commits, "
+      f"{stats[3]} queued (not asserted)")
 
 conn.close()
 setup.close()

@@ -75,11 +75,13 @@ SELECT is((SELECT nspowner FROM pg_namespace WHERE nspname = 'occ'),
           (SELECT extowner FROM pg_extension WHERE extname = 'pg_occ'),
           'schema occ belongs to the owner of the extension');
 SELECT functions_are('occ',
-    ARRAY['backoff', 'setseed', 'retry', 'attempt', 'gate', 'last_retry', 'stats', 'stats_info', 'stats_reset'],
+    ARRAY['backoff', 'setseed', 'retry', 'attempt', 'gate', 'last_retry', 'stats', 'stats_info', 'stats_reset',
+          'key_stats'],
     'schema occ has exactly the documented functions and procedures');
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace), 12,
-          'schema occ has 12 routines (occ.retry has four forms)');
-SELECT views_are('occ', ARRAY['stats', 'stats_info'], 'schema occ has exactly the views stats and stats_info');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace), 13,
+          'schema occ has 13 routines (occ.retry has four forms)');
+SELECT views_are('occ', ARRAY['stats', 'stats_info', 'key_stats'],
+                 'schema occ has exactly the views stats, stats_info and key_stats');
 SELECT tables_are('occ', ARRAY[]::name[], 'schema occ has no tables');
 SELECT is((SELECT count(*)::int FROM pg_class
             WHERE relnamespace = 'occ'::regnamespace AND relkind NOT IN ('v')), 0,
@@ -106,7 +108,7 @@ SELECT results_eq(
         ORDER BY pg_describe_object(classid, objid, objsubid) COLLATE "C" $$,
     $$ VALUES ('function occ.attempt()'),
               ('function occ.backoff(integer,interval,interval,text,double precision,interval,double precision)'),
-              ('function occ.gate(text)'), ('function occ.gate(text[])'), ('function occ.last_retry()'),
+              ('function occ.gate(text)'), ('function occ.gate(text[])'), ('function occ.key_stats(boolean)'), ('function occ.last_retry()'),
               -- PostgreSQL 15 describes procedures as functions too
               ('function occ.retry(text,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,"any")'),
               ('function occ.retry(text,jsonb,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,"any")'),
@@ -114,8 +116,8 @@ SELECT results_eq(
               ('function occ.retry(text,record,integer,interval,interval,text,double precision,interval,text,text[],text,"any")'),
               ('function occ.setseed(double precision)'), ('function occ.stats(boolean)'),
               ('function occ.stats_info()'), ('function occ.stats_reset()'),
-              ('schema occ'), ('view occ.stats'), ('view occ.stats_info') $$,
-    'the members of pg_occ are exactly the schema occ, its 13 routines and its 2 views');
+              ('schema occ'), ('view occ.key_stats'), ('view occ.stats'), ('view occ.stats_info') $$,
+    'the members of pg_occ are exactly the schema occ, its 14 routines and its 3 views');
 
 ------------------------------------------------------------------------
 -- occ.backoff(attempt, base, cap, jitter, factor, prev, draw) -> interval
@@ -429,6 +431,36 @@ SELECT is_strict('occ', 'stats_reset', ARRAY[]::name[], 'occ.stats_reset is stri
 SELECT function_lang_is('occ', 'stats_reset', ARRAY[]::name[], 'c', 'occ.stats_reset is written in C');
 SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.stats_reset()'::regprocedure),
           's', 'occ.stats_reset is parallel safe');
+
+------------------------------------------------------------------------
+-- occ.key_stats(showtext boolean) -> setof record, and its view: the
+-- transactions that set occ.key, per role, database and key
+------------------------------------------------------------------------
+SELECT has_function('occ', 'key_stats', ARRAY['boolean'], 'occ.key_stats(boolean) exists');
+SELECT is_normal_function('occ', 'key_stats', ARRAY['boolean'], 'occ.key_stats is a function');
+SELECT function_returns('occ', 'key_stats', ARRAY['boolean'], 'setof record', 'occ.key_stats returns setof record');
+SELECT volatility_is('occ', 'key_stats', ARRAY['boolean'], 'volatile', 'occ.key_stats is volatile');
+SELECT is_strict('occ', 'key_stats', ARRAY['boolean'], 'occ.key_stats is strict');
+SELECT function_lang_is('occ', 'key_stats', ARRAY['boolean'], 'c', 'occ.key_stats is written in C');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.key_stats(boolean)'::regprocedure),
+          's', 'occ.key_stats is parallel safe');
+SELECT is((SELECT proargnames[1] FROM pg_proc WHERE oid = 'occ.key_stats(boolean)'::regprocedure),
+          'showtext', 'occ.key_stats input is named showtext');
+SELECT has_view('occ', 'key_stats', 'view occ.key_stats exists');
+SELECT results_eq(
+    $$ SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod)
+         FROM pg_attribute
+        WHERE attrelid = 'occ.key_stats'::regclass AND attnum > 0 AND NOT attisdropped
+        ORDER BY attnum $$,
+    $$ VALUES ('userid', 'oid'), ('dbid', 'oid'), ('keyid', 'bigint'), ('key', 'text'),
+              ('transactions', 'bigint'), ('commits', 'bigint'), ('serialization_failures', 'bigint'),
+              ('deadlocks', 'bigint'), ('other_failures', 'bigint'), ('queued', 'bigint'),
+              ('total_wait_time', 'double precision'), ('max_wait_time', 'double precision') $$,
+    'occ.key_stats has exactly these 12 columns, in this order');
+SELECT lives_ok('SELECT * FROM occ.key_stats', 'occ.key_stats can be read (pg_occ is preloaded)');
+SELECT ok(length(obj_description('occ.key_stats(boolean)'::regprocedure, 'pg_proc')) > 0,
+          'occ.key_stats(boolean) has a comment');
+SELECT ok(length(obj_description('occ.key_stats'::regclass, 'pg_class')) > 0, 'view occ.key_stats has a comment');
 
 ------------------------------------------------------------------------
 -- None of the routines is SECURITY DEFINER

@@ -5,7 +5,7 @@
 -- value is not checked, only its built-in default.
 \ir begin.psql
 
-SELECT plan(87);
+SELECT plan(90);
 
 ------------------------------------------------------------------------
 -- Exactly the documented parameters exist
@@ -15,8 +15,8 @@ SELECT set_eq(
     ARRAY['occ.base_delay', 'occ.max_delay', 'occ.jitter', 'occ.factor', 'occ.max_attempts',
           'occ.max_duration', 'occ.isolation', 'occ.contention', 'occ.retry_sqlstates', 'occ.log_retries',
           'occ.track_stats', 'occ.stats_max', 'occ.max_result_size', 'occ.retry_budget',
-          'occ.retry_budget_ratio', 'occ.retry_budget_floor'],
-    'exactly the 16 documented occ.* parameters exist');
+          'occ.retry_budget_ratio', 'occ.retry_budget_floor', 'occ.key'],
+    'exactly the 17 documented occ.* parameters exist');
 
 ------------------------------------------------------------------------
 -- Context of each parameter: stats_max needs a restart, log_retries,
@@ -26,7 +26,7 @@ SELECT set_eq(
 SELECT results_eq(
     $$ SELECT name::text COLLATE "default", context::text FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
     $$ VALUES ('occ.base_delay', 'user'), ('occ.contention', 'user'), ('occ.factor', 'user'), ('occ.isolation', 'user'),
-              ('occ.jitter', 'user'), ('occ.log_retries', 'superuser'), ('occ.max_attempts', 'user'),
+              ('occ.jitter', 'user'), ('occ.key', 'user'), ('occ.log_retries', 'superuser'), ('occ.max_attempts', 'user'),
               ('occ.max_delay', 'user'), ('occ.max_duration', 'user'), ('occ.max_result_size', 'user'),
               ('occ.retry_budget', 'superuser'), ('occ.retry_budget_floor', 'superuser'),
               ('occ.retry_budget_ratio', 'superuser'), ('occ.retry_sqlstates', 'user'),
@@ -53,7 +53,7 @@ SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.retry_budget_floor'
 SELECT results_eq(
     $$ SELECT name::text COLLATE "default", vartype, unit FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
     $$ VALUES ('occ.base_delay', 'real', 'ms'), ('occ.contention', 'enum', NULL), ('occ.factor', 'real', NULL),
-              ('occ.isolation', 'enum', NULL), ('occ.jitter', 'enum', NULL),
+              ('occ.isolation', 'enum', NULL), ('occ.jitter', 'enum', NULL), ('occ.key', 'string', NULL),
               ('occ.log_retries', 'bool', NULL), ('occ.max_attempts', 'integer', NULL),
               ('occ.max_delay', 'real', 'ms'), ('occ.max_duration', 'integer', 'ms'),
               ('occ.max_result_size', 'integer', 'kB'), ('occ.retry_budget', 'real', NULL),
@@ -70,7 +70,7 @@ SELECT results_eq(
     $$ VALUES ('occ.base_delay', '1', '0.001', '3.6e+06'), ('occ.contention', 'queue', NULL, NULL),
               ('occ.factor', '2', '1', '1000'),
               ('occ.isolation', 'serializable', NULL, NULL), ('occ.jitter', 'full', NULL, NULL),
-              ('occ.log_retries', 'off', NULL, NULL), ('occ.max_attempts', '30', '1', '2147483647'),
+              ('occ.key', '', NULL, NULL), ('occ.log_retries', 'off', NULL, NULL), ('occ.max_attempts', '30', '1', '2147483647'),
               ('occ.max_delay', '200', '0.001', '3.6e+06'), ('occ.max_duration', '0', '0', '2147483647'),
               ('occ.max_result_size', '65536', '1', '262143'), ('occ.retry_budget', '0', '0', '1e+09'),
               ('occ.retry_budget_floor', '10', '0', '1e+09'), ('occ.retry_budget_ratio', '0.2', '0', '1000'),
@@ -98,6 +98,7 @@ SELECT is(current_setting('occ.max_result_size'), '64MB', 'occ.max_result_size d
 SELECT is(current_setting('occ.retry_budget'), '0', 'occ.retry_budget defaults to 0 (no budget)');
 SELECT is(current_setting('occ.retry_budget_ratio'), '0.2', 'occ.retry_budget_ratio defaults to 0.2');
 SELECT is(current_setting('occ.retry_budget_floor'), '10', 'occ.retry_budget_floor defaults to 10');
+SELECT is(current_setting('occ.key'), '', 'occ.key defaults to empty (no key)');
 
 ------------------------------------------------------------------------
 -- The enum parameters list their values, in the documented order
@@ -198,6 +199,15 @@ SELECT throws_ok($$ SET LOCAL occ.retry_budget_floor = -1 $$, '22023',
 SELECT throws_ok($$ SET LOCAL occ.retry_budget_floor = 'lots' $$, '22023',
                  'invalid value for parameter "occ.retry_budget_floor": "lots"',
                  'occ.retry_budget_floor refuses a non-number');
+-- occ.key is set by the client's SET LOCAL as the first statement of a
+-- transaction only (sql/client.sql has every case); pgTAP runs statements
+-- from PL/pgSQL
+SELECT throws_ok($$ SET LOCAL occ.key = 'account:1' $$, '55P02',
+                 'SET LOCAL occ.key can only be sent by the client, not run by a function or a procedure',
+                 'SET LOCAL occ.key from a function is refused');
+SELECT throws_ok($$ SELECT set_config('occ.key', 'account:1', true) $$, '55P02',
+                 'invalid value for parameter "occ.key": "account:1"',
+                 'set_config(''occ.key'', ...) is refused');
 SELECT throws_ok($$ SET LOCAL occ.stats_max = 200 $$, '55P02',
                  'parameter "occ.stats_max" cannot be changed without restarting the server',
                  'occ.stats_max cannot be changed in a session');

@@ -21,6 +21,8 @@ SELECT table_privs_are('occ', 'stats', 'public', ARRAY['SELECT'], 'PUBLIC may on
 SELECT table_privs_are('occ', 'stats_info', 'public', ARRAY['SELECT'], 'PUBLIC may only SELECT from occ.stats_info');
 SELECT table_privs_are('occ', 'stats', 'occ_tap_user', ARRAY['SELECT'], 'an ordinary role may only SELECT from occ.stats');
 SELECT table_privs_are('occ', 'stats_info', 'occ_tap_user', ARRAY['SELECT'], 'an ordinary role may only SELECT from occ.stats_info');
+SELECT table_privs_are('occ', 'key_stats', 'public', ARRAY['SELECT'], 'PUBLIC may only SELECT from occ.key_stats');
+SELECT table_privs_are('occ', 'key_stats', 'occ_tap_user', ARRAY['SELECT'], 'an ordinary role may only SELECT from occ.key_stats');
 
 ------------------------------------------------------------------------
 -- Routines: EXECUTE for PUBLIC on all but occ.stats_reset and occ.gate
@@ -52,6 +54,8 @@ SELECT function_privs_are('occ', 'stats', ARRAY['boolean'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.stats(boolean)');
 SELECT function_privs_are('occ', 'stats_info', ARRAY[]::name[],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.stats_info()');
+SELECT function_privs_are('occ', 'key_stats', ARRAY['boolean'],
+    'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.key_stats(boolean)');
 SELECT function_privs_are('occ', 'stats_reset', ARRAY[]::name[],
     'public', ARRAY[]::name[], 'PUBLIC may not execute occ.stats_reset');
 SELECT function_privs_are('occ', 'stats_reset', ARRAY[]::name[],
@@ -97,7 +101,7 @@ SELECT is(
              AND NOT EXISTS (SELECT 1 FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
                               WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
            ORDER BY 1),
-    ARRAY['occ.gate(text)', 'occ.stats_reset()'],
+    ARRAY['occ.gate(text)', 'occ.gate(text[])', 'occ.stats_reset()'],
     'occ.gate and occ.stats_reset are the only routines in occ that PUBLIC may not execute');
 
 ------------------------------------------------------------------------
@@ -129,6 +133,7 @@ SELECT throws_ok($$ SELECT occ.gate('occ_tap_user') $$, '42501',
 SELECT lives_ok('SELECT * FROM occ.last_retry()', 'an ordinary role can call occ.last_retry');
 SELECT lives_ok('SELECT * FROM occ.stats', 'an ordinary role can read occ.stats');
 SELECT lives_ok('SELECT * FROM occ.stats_info', 'an ordinary role can read occ.stats_info');
+SELECT lives_ok('SELECT * FROM occ.key_stats', 'an ordinary role can read occ.key_stats');
 SELECT throws_ok('SELECT occ.stats_reset()', '42501',
                  'permission denied for function stats_reset',
                  'an ordinary role cannot call occ.stats_reset');

@@ -1,0 +1,164 @@
+#!/bin/bash
+# A transaction that waits for the gate of its key on SET LOCAL occ.key
+# holds no transaction id and no snapshot (backend_xmin), and pg_locks
+# shows only its virtual transaction id and its request for the gate; it
+# shows as waiting on an advisory lock, blocked by the gate's holder.
+# pg_cancel_backend and statement_timeout end the wait at once, with the
+# transaction aborted and no gate held; pg_terminate_backend ends a waiter;
+# when the holder is terminated, the gate passes to the next waiter; and
+# repeated random cancels of such transactions leave no gate held and no
+# update lost or doubled.
+#
+# Real sessions: psql scripts that first fail a transaction with the key
+# (40001, raised explicitly), so that their next transaction with it takes
+# the gate whatever the key's temperature.  A holder takes the gate and
+# sleeps; waiters queue behind it.  States are reached by polling
+# pg_stat_activity and pg_locks, never by sleeping a fixed time; "at once"
+# is checked loosely (within 30 s, against a 10-minute holder).
+set -euo pipefail
+
+DB=occ_interrupt_key
+fail() { echo "interrupt_key: FAIL: $*" >&2; exit 1; }
+sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
+
+dropdb --if-exists "$DB" && createdb "$DB"
+sql "CREATE EXTENSION pg_occ;
+     CREATE TABLE hot (id int PRIMARY KEY, v bigint NOT NULL); INSERT INTO hot VALUES (1, 0);"
+
+# a failed transaction with the key: the session's next one takes the gate
+PRIME="BEGIN; SET LOCAL occ.key = 'k';
+DO \$\$ BEGIN RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'priming'; END \$\$;
+ROLLBACK;"
+HOLD="$PRIME
+BEGIN; SET LOCAL occ.key = 'k'; SELECT pg_sleep(600); COMMIT;"
+# waits on the SET, then increments; says whether it still holds a gate
+WAIT="$PRIME
+BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL occ.key = 'k';
+UPDATE hot SET v = v + 1 WHERE id = 1;
+COMMIT;
+SELECT 'LEFT ' || count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND objsubid = 20291;"
+declare -A client_pid
+
+# start NAME SCRIPT [SETUP]: run SCRIPT in the background as application NAME
+start() {
+    printf '%s\n%s\n' "${3:-SET client_min_messages = warning;}" "$2" >"/tmp/occ_k_$1.sql"
+    PGAPPNAME=$1 psql -X -q -At -d "$DB" -f "/tmp/occ_k_$1.sql" >"/tmp/occ_k_$1.out" 2>&1 &
+    client_pid[$1]=$!
+}
+
+# wait_for NAME CONDITION: poll until NAME's backend satisfies CONDITION
+# (on pg_stat_activity a); print its pid
+wait_for() {
+    for _ in $(seq 1 600); do
+        pid=$(sql "SELECT pid FROM pg_stat_activity a WHERE application_name = '$1' AND $2")
+        [ -n "$pid" ] && { echo "$pid"; return; }
+        sleep 0.1
+    done
+    fail "$1 never reached: $2"
+}
+holding() { wait_for "$1" "wait_event = 'PgSleep' AND EXISTS (SELECT FROM pg_locks l WHERE l.pid = a.pid AND l.objsubid = 20291 AND l.granted)"; }
+queued() { wait_for "$1" "wait_event_type = 'Lock' AND wait_event = 'advisory' AND query LIKE '%SET LOCAL occ.key%'"; }
+
+# ended NAME: the client must exit within 30 s; print its output
+ended() {
+    for _ in $(seq 1 300); do
+        kill -0 "${client_pid[$1]}" 2>/dev/null || { wait "${client_pid[$1]}" || true; cat "/tmp/occ_k_$1.out"; return; }
+        sleep 0.1
+    done
+    fail "$1 still running 30 s after the interrupt"
+}
+
+start holder "$HOLD"
+holder=$(holding holder)
+
+# what a queued transaction holds, and how it shows
+start waiter "$WAIT"
+pid=$(queued waiter)
+state=$(sql "SELECT backend_xid IS NULL, backend_xmin IS NULL, pg_blocking_pids(pid) = ARRAY[$holder] FROM pg_stat_activity WHERE pid = $pid")
+locks=$(sql "SELECT string_agg(locktype || ':' || mode || ':' || granted, ',' ORDER BY locktype) FROM pg_locks WHERE pid = $pid")
+echo "interrupt_key: queued backend: no xid, no xmin, blocked by the holder: $state; locks: $locks"
+[ "$state" = "t|t|t" ] || fail "queued backend state $state"
+[ "$locks" = "advisory:ExclusiveLock:false,virtualxid:ExclusiveLock:true" ] || fail "queued backend holds $locks"
+
+# pg_cancel_backend: the SET fails, the transaction is aborted (its UPDATE is
+# refused, its COMMIT rolls back), and the session holds no gate
+sql "SELECT pg_cancel_backend($pid)" >/dev/null
+out=$(ended waiter)
+grep -q "canceling statement due to user request" <<<"$out" || fail "cancel: $out"
+grep -q "current transaction is aborted" <<<"$out" || fail "cancel: the transaction went on: $out"
+grep -q "^LEFT 0$" <<<"$out" || fail "cancel: a gate was left held: $out"
+echo "interrupt_key: pg_cancel_backend ended the wait, aborted the transaction, no gate left"
+
+# statement_timeout (2 s) against a 10-minute holder
+start timeout "$WAIT" "SET client_min_messages = warning; SET statement_timeout = '2s';"
+out=$(ended timeout)
+grep -q "canceling statement due to statement timeout" <<<"$out" || fail "statement_timeout: $out"
+grep -q "^LEFT 0$" <<<"$out" || fail "statement_timeout: a gate was left held: $out"
+echo "interrupt_key: statement_timeout ended the wait, no gate left"
+
+# pg_terminate_backend of a waiter
+start terminate "$WAIT"
+pid=$(queued terminate)
+sql "SELECT pg_terminate_backend($pid)" >/dev/null
+out=$(ended terminate)
+grep -q "terminating connection due to administrator command" <<<"$out" || fail "terminate: $out"
+echo "interrupt_key: pg_terminate_backend ended the wait"
+
+# the holder is terminated: its transaction's gate goes with it, the next
+# waiter runs and commits
+start next "$WAIT"
+queued next >/dev/null
+sql "SELECT pg_terminate_backend($holder)" >/dev/null
+ended holder >/dev/null
+out=$(ended next)
+if ! grep -q "^LEFT 0$" <<<"$out" || grep -v priming <<<"$out" | grep -q ERROR; then
+    fail "next waiter after the holder was terminated: $out"
+fi
+[ "$(sql "SELECT v FROM hot")" = 1 ] || fail "the next waiter's update is missing"
+echo "interrupt_key: the next waiter proceeded when the holder was terminated"
+[ "$(sql "SELECT count(*) FROM pg_locks WHERE objsubid = 20291")" = 0 ] || fail "a gate is still held"
+
+# repeated random cancels while 4 sessions pass the gate around, each
+# running REPEATABLE READ read-modify-writes with the key (a failed one is
+# not retried: psql goes on with the next); each transaction that commits
+# also logs a row.  Each session then checks that it holds no gate, and the
+# counter must equal the logged rows (nothing lost, nothing doubled).
+sql "UPDATE hot SET v = 0; CREATE TABLE committed (id serial)"
+transactions=100
+script=$(mktemp)
+{
+    echo "SET client_min_messages = error;"
+    for _ in $(seq $transactions); do
+        echo "BEGIN ISOLATION LEVEL REPEATABLE READ;"
+        echo "SET LOCAL occ.key = 'k';"
+        echo "SELECT v AS seen FROM hot WHERE id = 1 \\gset"
+        echo "SELECT pg_sleep(0.01);"
+        echo "UPDATE hot SET v = :seen + 1 WHERE id = 1;"
+        echo "INSERT INTO committed DEFAULT VALUES;"
+        echo "COMMIT;"
+    done
+    echo "SELECT 'LEFT ' || count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND objsubid = 20291;"
+} >"$script"
+for i in 1 2 3 4; do
+    PGAPPNAME=storm$i psql -X -q -At -d "$DB" -f "$script" >"/tmp/occ_k_storm$i.out" 2>&1 &
+    client_pid[storm$i]=$!
+done
+cancels=0
+while kill -0 "${client_pid[storm1]}" 2>/dev/null || kill -0 "${client_pid[storm2]}" 2>/dev/null ||
+      kill -0 "${client_pid[storm3]}" 2>/dev/null || kill -0 "${client_pid[storm4]}" 2>/dev/null; do
+    n=$(sql "SELECT count(pg_cancel_backend(pid)) FROM (SELECT pid FROM pg_stat_activity
+              WHERE application_name LIKE 'storm%' AND state = 'active' ORDER BY random() LIMIT 2) s")
+    cancels=$((cancels + n))
+done
+for i in 1 2 3 4; do
+    wait "${client_pid[storm$i]}" || true
+    grep -q "^LEFT 0$" "/tmp/occ_k_storm$i.out" || fail "storm$i: a gate was left held: $(tail -3 "/tmp/occ_k_storm$i.out")"
+done
+read -r v committed < <(sql "SELECT v, (SELECT count(*) FROM committed) FROM hot" | tr '|' ' ')
+interrupted=$(cat /tmp/occ_k_storm?.out | grep -c "canceling statement" || true)
+echo "interrupt_key: $cancels random cancels ($interrupted statements interrupted): $committed of $((4 * transactions)) transactions committed, counter $v, no gate left"
+[ "$cancels" -ge 10 ] || fail "only $cancels cancels were sent"
+[ "$v" = "$committed" ] || fail "counter $v != $committed committed transactions"
+
+dropdb "$DB"
+echo "interrupt_key: ok"
