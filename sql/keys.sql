@@ -97,6 +97,20 @@ CALL occ.retry('SELECT fail_first(true); SELECT my_gates() AS gates', result => 
 SELECT attempts, outcome FROM occ.last_retry();
 SELECT learned_key IS NULL AS nothing_learned FROM occ.stats WHERE query LIKE '%fail_first(true)%';
 
+-- 5. key takes one key, of any type (as its text), or an array of keys;
+-- bad input: 22023 or 22004, with a hint (the SQLSTATE echoed after each)
+CALL occ.retry('SELECT my_gates() AS gates', result => NULL, contention => 'queue',
+               key => ARRAY['keys:a', 'keys:b', 'keys:a']);
+CALL occ.retry('SELECT 1', contention => 'queue', key => 42);
+\set VERBOSITY default
+CALL occ.retry('SELECT 1', contention => 'queue', key => '{}'::text[]);
+\echo :LAST_ERROR_SQLSTATE
+CALL occ.retry('SELECT 1', contention => 'queue', key => ARRAY['a', NULL]);
+\echo :LAST_ERROR_SQLSTATE
+CALL occ.retry('SELECT 1', contention => 'queue', key => ARRAY['a', '']);
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+
 DROP PROCEDURE kcall(int);
 DROP PROCEDURE kevent_call(timestamptz, text);
 DROP TABLE kcounter, kevent, kunique;
