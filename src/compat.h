@@ -37,8 +37,10 @@
 /*
  * pg_noreturn: 18 replaced pg_attribute_noreturn() by pg_noreturn, a
  * function specifier (C11 _Noreturn); write it before the function's name.
+ * Defined here only where c.h has none (before 18, unless a minor release
+ * backports it), so that it is never defined twice.
  */
-#if PG_VERSION_NUM < 180000
+#ifndef pg_noreturn
 #define pg_noreturn pg_attribute_noreturn()
 #endif
 

@@ -417,6 +417,7 @@ occ_stats_reset(PG_FUNCTION_ARGS)
 {
 	HASH_SEQ_STATUS scan;
 	OccStatsEntry *entry;
+	TimestampTz now = GetCurrentTimestamp();
 
 	occ_require_shared();
 	LWLockAcquire(occ_shared->lock, LW_EXCLUSIVE);
@@ -425,7 +426,7 @@ occ_stats_reset(PG_FUNCTION_ARGS)
 		hash_search(occ_hash, &entry->key, HASH_REMOVE, NULL);
 	SpinLockAcquire(&occ_shared->mutex);
 	occ_shared->dealloc = 0;
-	occ_shared->stats_reset = GetCurrentTimestamp();
+	occ_shared->stats_reset = now;
 	SpinLockRelease(&occ_shared->mutex);
 	LWLockRelease(occ_shared->lock);
 	occ_budget_reset();

@@ -25,7 +25,9 @@
 #     - the benchmark's quick mode (test/bench/run.sh --quick), which checks
 #       the pgbench scripts and the lost-update invariant, not speed;
 #   in a cluster that does not preload it, the not_preloaded test; and the
-#   packaging checks (test/packaging.sh: META.json, out-of-tree build).
+#   packaging checks (test/packaging.sh: META.json, out-of-tree build) and
+#   the source checks (test/source.sh: nothing called under spinlocks,
+#   compat.h, the README against the code).
 # Every version runs even if one fails; the exit status is 1 if any failed.
 #
 # Usage: test/run.sh [--pg VERSION]... [--no-install]
@@ -84,6 +86,7 @@ test_here() {
         "$SELF" --in-cluster
     pg_virtualenv -v "$v" make installcheck REGRESS=not_preloaded ISOLATION= || { show_diffs; exit 1; }
     test/packaging.sh
+    test/source.sh
     echo "all pg_occ tests passed on PostgreSQL $v"
 }
 
