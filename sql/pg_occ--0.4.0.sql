@@ -152,7 +152,7 @@ AS 'MODULE_PATHNAME', 'occ_gate'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION occ.gate(text) IS
-'wait for the gate of key, the queue that occ.retry(..., contention => queue, key => key) uses, and hold it until the end of the current transaction: for writers that do not go through occ.retry';
+'wait for the gate of key, the queue that occ.retry(..., contention => queue, key => key) uses, and hold it until the end of the current transaction (or the rollback of a savepoint set before it): for writers that do not go through occ.retry';
 
 CREATE FUNCTION occ.gate(keys text[])
 RETURNS void

@@ -79,6 +79,28 @@ SELECT * FROM gates;
 SELECT occ.gate('qcounter:1');   -- held already: returns at once
 COMMIT;
 SELECT * FROM gates;
+-- like any lock, a gate taken after a savepoint goes at ROLLBACK TO that
+-- savepoint (or when a PL/pgSQL block with an EXCEPTION clause catches an
+-- error, a savepoint too), before the transaction ends; RELEASE keeps it
+BEGIN;
+SAVEPOINT s;
+SELECT occ.gate('qcounter:1');
+ROLLBACK TO s;
+SELECT * FROM gates;
+DO $$
+BEGIN
+  PERFORM occ.gate('qcounter:1');
+  RAISE division_by_zero;
+EXCEPTION WHEN division_by_zero THEN
+  NULL;
+END $$;
+SELECT * FROM gates;
+SAVEPOINT s;
+SELECT occ.gate('qcounter:1');
+RELEASE s;
+SELECT * FROM gates;
+COMMIT;
+SELECT * FROM gates;
 -- a user's advisory locks never collide with gates (objsubid 1 and 2)
 BEGIN;
 SELECT occ.gate('k'), pg_advisory_xact_lock(1), pg_advisory_xact_lock(1, 2);

@@ -38,8 +38,10 @@
  * pg_noreturn: 18 replaced pg_attribute_noreturn() by pg_noreturn, a
  * function specifier (C11 _Noreturn; from 19, C23's [[noreturn]] when the
  * compiler speaks C23); write it first, before static and the return type.
+ * Defined here only where c.h has none (before 18, unless a minor release
+ * backports it), so that it is never defined twice.
  */
-#if PG_VERSION_NUM < 180000
+#ifndef pg_noreturn
 #define pg_noreturn pg_attribute_noreturn()
 #endif
 

@@ -830,12 +830,14 @@ occ_stats_info(PG_FUNCTION_ARGS)
 Datum
 occ_stats_reset(PG_FUNCTION_ARGS)
 {
+	TimestampTz now = GetCurrentTimestamp();
+
 	occ_require_shared();
 	LWLockAcquire(occ_shared->lock, LW_EXCLUSIVE);
 	occ_clear();
 	SpinLockAcquire(&occ_shared->mutex);
 	occ_shared->dealloc = 0;
-	occ_shared->stats_reset = GetCurrentTimestamp();
+	occ_shared->stats_reset = now;
 	SpinLockRelease(&occ_shared->mutex);
 	LWLockRelease(occ_shared->lock);
 	occ_budget_reset();

@@ -13,8 +13,8 @@
  * key that hashes to it takes it over once the counts are no longer hot, and
  * is cold (not counted) until then.  So a key can only be heated by its own
  * callers' failures, never by another key's or another database's; sharing a
- * slot costs at most a queueing that does not happen.  Without preloading
- * there are no slots and no key is hot.
+ * slot at worst leaves a hot key uncounted, whose calls then queue only after
+ * a failure.  Without preloading there are no slots and no key is hot.
  *
  * This file measures; what to do with a hot key is the policy's (policy.c).
  *

@@ -29,9 +29,11 @@
 #     - the benchmark's quick mode (test/bench/run.sh --quick), which checks
 #       the pgbench scripts and the lost-update invariant, not speed;
 #   in a cluster that does not preload it, the not_preloaded test; the
-#   packaging checks (test/packaging.sh: META.json, out-of-tree build); and,
-#   in clusters of their own, occ.stats over restarts (test/persist.sh) and
-#   a dump restored by the database's owner (test/restore.sh).
+#   packaging checks (test/packaging.sh: META.json, out-of-tree build) and
+#   the source checks (test/source.sh: nothing called under spinlocks,
+#   compat.h, the README against the code); and, in clusters of their own,
+#   occ.stats over restarts (test/persist.sh) and a dump restored by the
+#   database's owner (test/restore.sh).
 # Every version runs even if one fails; the exit status is 1 if any failed.
 #
 # Usage: test/run.sh [--pg VERSION]... [--no-install]
@@ -97,6 +99,7 @@ test_here() {
     test/packaging.sh
     test/persist.sh
     test/restore.sh
+    test/source.sh
     echo "all pg_occ tests passed on PostgreSQL $v"
 }
 
