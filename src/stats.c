@@ -23,8 +23,9 @@
  * The counters survive a clean shutdown, as pg_stat_statements' do: the
  * postmaster writes them at exit to pg_stat/pg_occ.stat (a temporary file
  * renamed into place) and the next start reads them back and removes the
- * file.  A crash, or an immediate shutdown, writes nothing, so it loses what
- * was counted since the last start.  The file has a magic number, a format
+ * file.  A crash writes nothing (the postmaster then resets shared memory
+ * with a nonzero exit code), and the file was removed when it was read: after
+ * a crash occ.stats starts empty.  The file has a magic number, a format
  * version, the PostgreSQL major version and a CRC; a file that is not ours,
  * of another version or damaged is ignored with a LOG line, and occ.stats
  * starts empty.
@@ -504,8 +505,8 @@ error:
 /*
  * occ_stats_load_entries: read the entries that follow header in file into
  * the table, and check the CRC that ends the file.  Returns NULL when the
- * file is whole, else why it is not (for a LOG line); errno tells an I/O
- * error from a file that ends early.
+ * file is whole, else why it is not (for a LOG line); ferror() then tells
+ * an I/O error from a file that ends early.
  */
 static const char *
 occ_stats_load_entries(FILE *file, const OccStatsFileHeader *header, pg_crc32c crc)
