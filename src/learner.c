@@ -68,6 +68,7 @@
 #define OCC_LEARN_VALUES 64
 #define OCC_LEARN_LOCKS 16
 #define OCC_LEARN_TAU_USEC 1000000.0
+#define OCC_LEARN_DECIDE_USEC 10000	/* decisions after commits, at most */
 #define OCC_LEARN_MIN_FAILURES 1.5	/* since tracked, decayed: two, one recent */
 #define OCC_LEARN_MIN_SHARE 0.25
 #define OCC_LEARN_MAX_CARRY 0.9
@@ -108,6 +109,7 @@ typedef struct OccLearnBody
 	Oid			userid;			/* the role that calls: bodies are per role */
 	uint64		body;			/* the body's hash; dbid 0: an empty slot */
 	TimestampTz updated;		/* when the counts were last decayed */
+	TimestampTz decided;		/* when the hot flags were last decided */
 	bool		hot;			/* the body itself is hot */
 	OccLearnCounts n;
 	OccLearnPair pairs[OCC_LEARN_VALUES];
@@ -424,7 +426,16 @@ occ_learner_observe(uint64 body, const OccKeyValues *values, bool gated, bool fa
 		if (p != NULL)
 			occ_learn_count(&p->n, gated, failed);
 	}
-	occ_learn_decide(slot);
+	/*
+	 * Deciding scans every pair for its value: after each failure, but
+	 * after a commit at most every OCC_LEARN_DECIDE_USEC, so that a hot
+	 * body's commits do not queue on its lock
+	 */
+	if (failed || now - slot->decided >= OCC_LEARN_DECIDE_USEC)
+	{
+		occ_learn_decide(slot);
+		slot->decided = now;
+	}
 	LWLockRelease(occ_learn_lock(slot));
 }
 
