@@ -61,8 +61,8 @@
  * with log_min_messages at its default (warning), or at error or below, is
  * every error.  With log_min_messages at log, fatal or panic, errors are not
  * logged and reach no hook: failures then do not heat keys, and a WARNING
- * says so, once per session.  The counts go
- * to occ.key_stats (stats.c), under each key of the transaction.
+ * says so, once per session.  The counts go to occ.key_stats (stats.c),
+ * under each key of the transaction.
  *
  * Whether a transaction queues is decided as for occ.retry's first attempt
  * (policy.c); holding the gate is gate.c's.
@@ -332,18 +332,29 @@ occ_client_end(bool committed)
 }
 
 /*
- * occ_client_set_key: SET LOCAL occ.key: check it, set it, then queue.  A
- * transaction may set its keys again, the same ones.
+ * occ_client_process_utility: SET LOCAL occ.key = ...: check it, set it
+ * (guc.c's check hook lets it through), then queue; every other statement
+ * passes through.  A transaction may set its keys again, the same ones.
  */
 static void
-occ_client_set_key(VariableSetStmt *stmt, ProcessUtilityContext context,
-				   ProcessUtility_hook_type next, PlannedStmt *pstmt,
-				   const char *queryString, bool readOnlyTree, ParamListInfo params,
-				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+occ_client_process_utility(PlannedStmt *pstmt, const char *queryString,
+						   bool readOnlyTree, ProcessUtilityContext context,
+						   ParamListInfo params, QueryEnvironment *queryEnv,
+						   DestReceiver *dest, QueryCompletion *qc)
 {
+	VariableSetStmt *stmt = (VariableSetStmt *) pstmt->utilityStmt;
+	ProcessUtility_hook_type next = occ_prev_process_utility ?
+		occ_prev_process_utility : standard_ProcessUtility;
 	uint64	   *hashes;
 	char	  **keys;
 	int			nkeys;
+
+	if (!IsA(stmt, VariableSetStmt) || stmt->kind != VAR_SET_VALUE ||
+		pg_strcasecmp(stmt->name, "occ.key") != 0)
+	{
+		next(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+		return;
+	}
 
 	occ_client_check(stmt, context);
 	nkeys = occ_client_keys(stmt, &hashes, &keys);
@@ -364,28 +375,6 @@ occ_client_set_key(VariableSetStmt *stmt, ProcessUtilityContext context,
 	PG_END_TRY();
 	if (occ_xact.nkeys == 0)
 		occ_client_begin(hashes, keys, nkeys);
-}
-
-/*
- * occ_client_process_utility: SET LOCAL occ.key = ... is ours; every other
- * statement passes through
- */
-static void
-occ_client_process_utility(PlannedStmt *pstmt, const char *queryString,
-						   bool readOnlyTree, ProcessUtilityContext context,
-						   ParamListInfo params, QueryEnvironment *queryEnv,
-						   DestReceiver *dest, QueryCompletion *qc)
-{
-	VariableSetStmt *stmt = (VariableSetStmt *) pstmt->utilityStmt;
-	ProcessUtility_hook_type next = occ_prev_process_utility ?
-		occ_prev_process_utility : standard_ProcessUtility;
-
-	if (IsA(stmt, VariableSetStmt) && stmt->kind == VAR_SET_VALUE &&
-		pg_strcasecmp(stmt->name, "occ.key") == 0)
-		occ_client_set_key(stmt, context, next, pstmt, queryString, readOnlyTree,
-						   params, queryEnv, dest, qc);
-	else
-		next(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 }
 
 /*
