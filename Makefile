@@ -3,20 +3,23 @@ EXTENSION = pg_occ
 EXTVERSION = $(shell grep default_version $(srcdir)/$(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
 
 MODULE_big = pg_occ
-OBJS = src/pg_occ.o src/guc.o src/sqlstate.o src/args.o src/backoff.o src/sleep.o src/key.o src/gate.o src/temperature.o src/learner.o src/budget.o src/policy.o src/plan_cache.o src/result.o src/attempt.o src/stats.o src/retry.o src/client.o
+OBJS = src/pg_occ.o src/guc.o src/sqlstate.o src/args.o src/backoff.o src/sleep.o src/key.o src/gate.o src/temperature.o src/learner.o src/budget.o src/policy.o src/plan_cache.o src/foreign.o src/result.o src/attempt.o src/stats.o src/retry.o src/client.o
 HEADERS = src/pg_occ.h src/compat.h
 
 # paths relative to the source directory ($(srcdir), set by PGXS), which
 # differs from the current one in an out-of-tree (VPATH) build
-DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/$(EXTENSION)--*.sql)) sql/$(EXTENSION)--0.1.0.control
-DOCS = sql/pg_occ_prometheus.yaml
+# The exporter's queries file goes with them, to $(pg_config --sharedir)/extension,
+# not with DOCS to the docdir, which packages compress (Debian's dh_compress
+# gzips files of more than 4 kB there)
+DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/$(EXTENSION)--*.sql)) sql/$(EXTENSION)--0.1.0.control \
+	sql/pg_occ_prometheus.yaml
 
 # pg_regress: sql/*.sql against expected/*.out; the server must preload pg_occ
-REGRESS = backoff guc retry result budget stats queue client upgrade schema memory bodies foreign
+REGRESS = backoff guc retry result budget stats queue upgrade schema memory bodies foreign keys roles client
 REGRESS_OPTS = --inputdir=$(srcdir) --load-extension=$(EXTENSION)
 
 # isolation tester: test/specs/*.spec against test/expected/*.out
-ISOLATION = update_conflict result_conflict write_skew deadlock give_up queue_order queue_deadlock queue_unlock_all budget_queue gate_deadlock key_order key_commit
+ISOLATION = update_conflict result_conflict write_skew deadlock give_up queue_order queue_deadlock queue_unlock_all budget_queue gate_deadlock keys_order keys_learned gate_roles key_order key_commit
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --load-extension=$(EXTENSION)
 
 EXTRA_CLEAN = test/results test/output_iso regression.* results

@@ -29,6 +29,15 @@ CALL occ.retry('SELECT 1');
 SET occ.retry_budget_ratio = 0;
 SELECT budget_tokens, budget_refusals, last_storm FROM occ.stats_info;
 
+-- reading changes nothing: a session whose budget is off (0) or smaller
+-- sees NULL or its own capacity, and the bucket keeps its 2 tokens
+SET occ.retry_budget = 0;
+SELECT budget_tokens FROM occ.stats_info;
+SET occ.retry_budget = 1;
+SELECT budget_tokens FROM occ.stats_info;
+SET occ.retry_budget = 2;
+SELECT budget_tokens FROM occ.stats_info;
+
 -- two retries take the two tokens; first attempts take none
 SELECT setval('budget_seq', 1, false);
 CALL occ.retry('SELECT nextval($$budget_seq$$); SELECT budget_fail_until(3)');

@@ -1,6 +1,8 @@
 -- The occ.* settings: defaults, units, validation and the reserved prefix.
 
-SELECT name, setting, unit, vartype, context, boot_val
+-- (occ.stats_max is the server's, whatever postgresql.conf says: not shown)
+SELECT name, CASE WHEN name <> 'occ.stats_max' THEN setting END AS setting,
+       unit, vartype, context, boot_val
   FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name;
 SHOW occ.base_delay;
 SHOW occ.max_delay;

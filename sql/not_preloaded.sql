@@ -37,12 +37,13 @@ SELECT v FROM np;
 SELECT count(*) AS gates_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 20291;
 
 -- Without preloading there is no retry budget: occ.retry_budget can be set,
--- but every retry runs (this one would be refused with 0.5 tokens at most;
--- a WARNING says so, once per session),
--- and occ.stats_info, which shows the budget, needs preloading
+-- but every retry runs (this one would be refused with 0.5 tokens at most),
+-- and occ.stats_info, which shows the budget, needs preloading.  A WARNING
+-- says so, once per session, when a call first commits or retries.
 SET occ.retry_budget = 0.5;
 SET occ.contention = 'backoff';
 CREATE SEQUENCE np_seq;
+CALL occ.retry('SELECT 1');
 CALL occ.retry($$SELECT nextval('np_seq');
                  DO 'BEGIN IF currval(''np_seq'') < 3 THEN RAISE EXCEPTION USING ERRCODE = ''40001''; END IF; END'$$,
                base => '1ms');

@@ -54,6 +54,8 @@ COMMENT ON FUNCTION occ.setseed(double precision) IS
 -- arguments, right after sql, and each set of outputs is a form of its own:
 -- CALL occ.retry('...') works everywhere, and the INOUT arguments one names
 -- are what the CALL returns: attempts and slept; result; or all three.
+-- key is "any": one key (text, or any value as its text) or several (an
+-- array), whose gates are taken in one global order.
 CREATE PROCEDURE occ.retry(
     sql          text,
     params       record           DEFAULT NULL,
@@ -66,12 +68,12 @@ CREATE PROCEDURE occ.retry(
     isolation    text             DEFAULT NULL,
     retry_on     text[]           DEFAULT NULL,
     contention   text             DEFAULT NULL,
-    key          text             DEFAULT NULL)
+    key          "any"            DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'occ_retry'
 LANGUAGE C;
 
-COMMENT ON PROCEDURE occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text) IS
-'run sql as one transaction, and run it again whole after a serialization failure or deadlock: after a jittered backoff, or (contention => queue) in FIFO order on the gate of its key';
+COMMENT ON PROCEDURE occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") IS
+'run sql as one transaction, and run it again whole after a serialization failure or deadlock: after a jittered backoff, or (contention => queue) in FIFO order on the gates of its keys (key: text or an array; without it, the keys are learned from the values of params that its failures concentrate on)';
 
 CREATE PROCEDURE occ.retry(
     sql          text,
@@ -87,11 +89,11 @@ CREATE PROCEDURE occ.retry(
     isolation    text             DEFAULT NULL,
     retry_on     text[]           DEFAULT NULL,
     contention   text             DEFAULT NULL,
-    key          text             DEFAULT NULL)
+    key          "any"            DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'occ_retry'
 LANGUAGE C;
 
-COMMENT ON PROCEDURE occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text) IS
+COMMENT ON PROCEDURE occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") IS
 'occ.retry that also sets attempts (executions of sql, the first included) and slept (time spent sleeping)';
 
 CREATE PROCEDURE occ.retry(
@@ -107,11 +109,11 @@ CREATE PROCEDURE occ.retry(
     isolation    text             DEFAULT NULL,
     retry_on     text[]           DEFAULT NULL,
     contention   text             DEFAULT NULL,
-    key          text             DEFAULT NULL)
+    key          "any"            DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'occ_retry'
 LANGUAGE C;
 
-COMMENT ON PROCEDURE occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text) IS
+COMMENT ON PROCEDURE occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") IS
 'occ.retry that also sets result: the rows of the last statement of sql that returns rows, in the attempt that committed, as a jsonb array of objects (NULL if no statement returns rows)';
 
 CREATE PROCEDURE occ.retry(
@@ -129,11 +131,11 @@ CREATE PROCEDURE occ.retry(
     isolation    text             DEFAULT NULL,
     retry_on     text[]           DEFAULT NULL,
     contention   text             DEFAULT NULL,
-    key          text             DEFAULT NULL)
+    key          "any"            DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'occ_retry'
 LANGUAGE C;
 
-COMMENT ON PROCEDURE occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text) IS
+COMMENT ON PROCEDURE occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") IS
 'occ.retry that sets result, attempts and slept';
 
 CREATE FUNCTION occ.attempt()
@@ -150,7 +152,15 @@ AS 'MODULE_PATHNAME', 'occ_gate'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION occ.gate(text) IS
-'wait for the gate of key, the queue that occ.retry(..., contention => queue, key => key) uses, and hold it until the end of the current transaction: for writers that do not go through occ.retry';
+'wait for the gate of key, the queue that occ.retry(..., contention => queue, key => key) uses, and hold it until the end of the current transaction (or the rollback of a savepoint set before it): for writers that do not go through occ.retry';
+
+CREATE FUNCTION occ.gate(keys text[])
+RETURNS void
+AS 'MODULE_PATHNAME', 'occ_gate_keys'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION occ.gate(text[]) IS
+'wait for the gates of keys, in the one order in which occ.retry takes them, and hold them until the end of the current transaction';
 
 CREATE FUNCTION occ.last_retry(
     OUT attempts      integer,
@@ -190,7 +200,8 @@ CREATE FUNCTION occ.stats(
     OUT mean_time              double precision,
     OUT mean_attempts          double precision,
     OUT max_attempts           bigint,
-    OUT attempts_histogram     bigint[])
+    OUT attempts_histogram     bigint[],
+    OUT learned_key            text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'occ_stats'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -202,7 +213,7 @@ CREATE VIEW occ.stats AS
     SELECT * FROM occ.stats(true);
 
 COMMENT ON VIEW occ.stats IS
-'retry statistics of occ.retry per role, database and transaction text; times in milliseconds; queued counts calls that took the gate of their key (queue mode); attempts_histogram counts calls that took 1, 2, 3-4, 5-8, 9-16 and 17 or more attempts';
+'retry statistics of occ.retry per role, database and transaction text; times in milliseconds; queued counts calls that took the gate of their key (queue mode); attempts_histogram counts calls that took 1, 2, 3-4, 5-8, 9-16 and 17 or more attempts; learned_key says which parameter values queue mode found hot for calls without a key ($n = value, or body), NULL when none';
 
 CREATE FUNCTION occ.stats_info(
     OUT dealloc         bigint,
@@ -259,6 +270,10 @@ COMMENT ON FUNCTION occ.stats_reset() IS
 'discard all retry statistics';
 
 REVOKE ALL ON FUNCTION occ.stats_reset() FROM PUBLIC;
+
+-- A role that holds a gate makes every call of that key wait: grant EXECUTE
+-- on occ.gate to the roles that write what the key names, not to PUBLIC.
+REVOKE EXECUTE ON FUNCTION occ.gate(text), occ.gate(text[]) FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA occ TO PUBLIC;
 GRANT SELECT ON occ.stats, occ.stats_info, occ.key_stats TO PUBLIC;

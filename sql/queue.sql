@@ -31,15 +31,16 @@ CALL occ.retry('SELECT conflict_until_gated(); UPDATE qcounter SET v = v + 1',
                attempts => NULL, slept => NULL);
 SELECT attempts, slept, outcome, waited < '10min' AS waited_briefly FROM occ.last_retry();
 SELECT * FROM gates;
--- the same through the setting, with keys learned (no key given): the first
--- failure is not enough to queue (the call backs off 1 ms); after the second
--- the learner finds the body hot (its attempts fail, carrying no value that
--- the others do not: $1 is 1 in all of them) and the call waits on the
--- body's gate
+-- the same through the setting, with keys learned (no key given): a few
+-- failures are not enough to queue (the call backs off 1 ms); after eight
+-- (decaying: eight or nine) the learner finds the body hot (its attempts
+-- fail, carrying no value that the others do not: $1 is 1 in all of them)
+-- and the call waits on the body's gate (learner.c)
 SET occ.contention = 'queue';
 CALL occ.retry('SELECT conflict_until_gated(); UPDATE qcounter SET v = v + 1 WHERE id = $1',
                params => row(1), base => '1ms', cap => '1ms', jitter => 'none');
-SELECT attempts, outcome FROM occ.last_retry();
+SELECT attempts BETWEEN 9 AND 12 AS after_eight_failures, outcome FROM occ.last_retry();
+SELECT learned_key FROM occ.stats WHERE query LIKE '%WHERE id = $1';
 RESET occ.contention;
 -- backoff mode sleeps instead: every attempt fails, nobody gives a gate
 CALL occ.retry('SELECT conflict_until_gated()', max_attempts => 3,
@@ -67,7 +68,7 @@ SELECT count(*) AS advisory_locks_left FROM pg_locks WHERE locktype = 'advisory'
 SELECT v FROM qcounter;
 
 -- occ.stats: calls that took the gate, and the time they waited
-SELECT query, calls, commits, gave_up, errors, attempts, queued, total_wait_time >= 0 AS wait_time,
+SELECT query, calls, commits, gave_up, errors, attempts > 2 AS retried, queued, total_wait_time >= 0 AS wait_time,
        total_sleep_time = 0 AS no_sleep, attempts_histogram
   FROM occ.stats WHERE query LIKE '%conflict_until_gated%' ORDER BY query COLLATE "C";
 
@@ -76,6 +77,28 @@ BEGIN;
 SELECT occ.gate('qcounter:1');
 SELECT * FROM gates;
 SELECT occ.gate('qcounter:1');   -- held already: returns at once
+COMMIT;
+SELECT * FROM gates;
+-- like any lock, a gate taken after a savepoint goes at ROLLBACK TO that
+-- savepoint (or when a PL/pgSQL block with an EXCEPTION clause catches an
+-- error, a savepoint too), before the transaction ends; RELEASE keeps it
+BEGIN;
+SAVEPOINT s;
+SELECT occ.gate('qcounter:1');
+ROLLBACK TO s;
+SELECT * FROM gates;
+DO $$
+BEGIN
+  PERFORM occ.gate('qcounter:1');
+  RAISE division_by_zero;
+EXCEPTION WHEN division_by_zero THEN
+  NULL;
+END $$;
+SELECT * FROM gates;
+SAVEPOINT s;
+SELECT occ.gate('qcounter:1');
+RELEASE s;
+SELECT * FROM gates;
 COMMIT;
 SELECT * FROM gates;
 -- a user's advisory locks never collide with gates (objsubid 1 and 2)

@@ -96,6 +96,23 @@ BEGIN
   CALL occ.retry('SELECT g, repeat($$x$$, 100) AS pad FROM generate_series(1, 20000) g', result => r);
   RAISE NOTICE '% rows, last %', jsonb_array_length(r), r -> -1 -> 'g';
 END $do$;
+-- the jsonb is made row by row, in jsonb's binary format: it is what jsonb
+-- makes of the whole text (rows of odd lengths, NULLs, numbers, nesting,
+-- none; more than 32 rows, as jsonb stores every 32nd element's offset)
+DO $do$
+DECLARE
+  q text := $$SELECT g, repeat('x', g % 7) AS s, CASE WHEN g % 3 = 0 THEN g / 7.0 END AS n,
+                     ARRAY[g, g + 1] AS a FROM generate_series(1, 100) g$$;
+  r jsonb;
+  expected jsonb;
+BEGIN
+  CALL occ.retry(q, result => r);
+  EXECUTE format('SELECT json_agg(x ORDER BY g)::jsonb FROM (%s) x', q) INTO expected;
+  RAISE NOTICE 'as jsonb makes it: % (size %), through its text: %, row 64: %',
+    r = expected, pg_column_size(r) = pg_column_size(expected), r = r::text::jsonb, r -> 63;
+  CALL occ.retry('SELECT FROM generate_series(1, 40)', result => r);
+  RAISE NOTICE 'rows without columns: %', r = (SELECT json_agg('{}'::json)::jsonb FROM generate_series(1, 40));
+END $do$;
 SET occ.max_result_size = '1kB';
 SHOW occ.max_result_size;
 \set VERBOSITY default

@@ -84,20 +84,23 @@ DROP ROLE occ_stats_alice;
 DROP ROLE occ_stats_bob;
 
 -- a full table evicts the entries with the fewest calls, and counts them;
--- 10 at once (5%, at least 10), so that an insertion costs O(1) amortised:
--- 'SELECT 0' and 'SELECT 1' to 'SELECT 104' leave 105 - 10 entries
--- (the test server runs with occ.stats_max = 100)
+-- 5% at once (at least 10), so that an insertion costs O(1) amortised:
+-- 'SELECT 0' and 'SELECT 1' to 'SELECT max + 4' are max + 5 bodies for a
+-- table of max = occ.stats_max entries (the server's: 1000 by default), so
+-- the first body beyond max evicts greatest(10, max / 20) of them
+SELECT current_setting('occ.stats_max')::int AS max \gset
+SELECT greatest(10, :max * 5 / 100) AS evicted \gset
 SELECT occ.stats_reset();
 CALL occ.retry('SELECT 0');
 CALL occ.retry('SELECT 0');
 DO $$
 BEGIN
-  FOR i IN 1..104 LOOP
+  FOR i IN 1..current_setting('occ.stats_max')::int + 4 LOOP
     CALL occ.retry(format('SELECT %s', i));
   END LOOP;
 END $$;
-SELECT count(*) AS entries FROM occ.stats;
-SELECT dealloc FROM occ.stats_info;
+SELECT count(*) = :max + 5 - :evicted AS entries_left FROM occ.stats;
+SELECT dealloc = :evicted AS evicted_counted FROM occ.stats_info;
 SELECT calls FROM occ.stats WHERE query = 'SELECT 0';
 
 -- reset empties the view

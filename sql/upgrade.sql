@@ -105,6 +105,17 @@ SELECT occ.backoff(2, '1ms', '1s', 'full', 2, NULL, 0.5) AS full_jitter_draw_hal
 SELECT occ.backoff(2, '1ms', '1s', 'none') AS no_jitter;
 CALL occ.retry('SELECT 1');
 SELECT attempts, slept, last_sqlstate, outcome FROM occ.last_retry();
+-- in queue mode, the library's default (0.1.0's SQL has no contention
+-- argument): the attempts fail until the learner finds the body hot (after
+-- eight or nine failures: learner.c), the call takes the gate of its body
+-- instead of sleeping, and its next attempt commits
+CALL occ.retry($$DO 'BEGIN
+                   IF NOT EXISTS (SELECT FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = ''advisory''
+                                   AND objsubid = 20291 AND granted) THEN
+                     RAISE EXCEPTION USING ERRCODE = ''40001'', MESSAGE = ''simulated conflict'';
+                   END IF;
+                 END'$$, max_attempts => 12, base => '1ms', cap => '1ms', jitter => 'none');
+SELECT attempts BETWEEN 9 AND 12 AS after_eight_failures, last_sqlstate, outcome FROM occ.last_retry();
 -- an object of someone else's in schema occ: the update warns about it
 CREATE FUNCTION occ.not_ours() RETURNS int LANGUAGE sql AS 'SELECT 1';
 

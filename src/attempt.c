@@ -13,7 +13,9 @@
  * after a statement error the portal snapshots can be released and the
  * transaction rolled back cleanly), releases the subtransaction and
  * commits.  Errors are caught and returned, copied, with the transaction
- * rolled back and a new one started: whether to retry is not decided here.
+ * rolled back and a new one started, and with the foreign table the attempt
+ * wrote to, if any (foreign.c watches it run): whether to retry is not
+ * decided here.
  *
  * Since PostgreSQL 15 (and 13.8, 14.5), a failing SPI_commit() has already
  * aborted and started a new transaction when it rethrows, so catching its
@@ -32,7 +34,6 @@
 #include "tcop/pquery.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/portal.h"
 #include "utils/resowner.h"
@@ -211,25 +212,6 @@ occ_attempt_statements(const OccRetrySpec *spec, OccBody **body, DestReceiver *d
 }
 
 /*
- * occ_attempt_result: make the rows collected into jsonb in attemptcxt
- * (NULL when no statement returned rows), before the commit: if it cannot
- * be made, the attempt rolls back.
- */
-static Jsonb *
-occ_attempt_result(DestReceiver *rows, MemoryContext attemptcxt)
-{
-	Jsonb	   *result = NULL;
-	Datum		jsonb;
-
-	MemoryContextSwitchTo(attemptcxt);
-	if (occ_result_jsonb(rows, &jsonb))
-		result = DatumGetJsonbP(jsonb);
-	/* making a large one takes a while: a cancel must roll it back */
-	CHECK_FOR_INTERRUPTS();
-	return result;
-}
-
-/*
  * occ_attempt_run: run the body once, as attempt number, as a whole
  * transaction and commit it.  Returns true if it committed; otherwise fills
  * *failure with the error, copied into attemptcxt, the failed transaction
@@ -250,6 +232,7 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 	volatile bool body_failed = false;
 	ErrorData  *edata = NULL;
 	DestReceiver *volatile rows = NULL;
+	const char *foreign;
 
 	/* A new transaction without a snapshot yet: the level can still change */
 	(void) set_config_option("transaction_isolation", spec->isolation,
@@ -266,12 +249,15 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 	}
 
 	occ_current_attempt = number;
+	occ_foreign_watch();
 	PG_TRY();
 	{
 		occ_attempt_statements(spec, body, rows != NULL ? rows : None_Receiver);
 		if (rows != NULL)
 		{
-			*result = occ_attempt_result(rows, attemptcxt);
+			/* before the commit: if it cannot be made, the attempt rolls back */
+			MemoryContextSwitchTo(attemptcxt);
+			*result = occ_result_jsonb(rows);
 			occ_result_free(rows);
 			rows = NULL;
 		}
@@ -299,6 +285,7 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 	}
 	PG_END_TRY();
 	occ_current_attempt = 0;
+	foreign = occ_foreign_unwatch();
 
 	if (edata == NULL)
 		return true;
@@ -317,17 +304,6 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 		SPI_rollback();
 	failure->edata = edata;
 	failure->at_commit = !body_failed;
-	failure->foreign_table = NULL;
-	if (failure->at_commit && *body != NULL)
-	{
-		Oid			foreign = occ_body_foreign_target(*body);
-
-		if (OidIsValid(foreign))
-		{
-			char	   *relname = get_rel_name(foreign);
-
-			failure->foreign_table = relname ? relname : "?";
-		}
-	}
+	failure->foreign_table = foreign ? MemoryContextStrdup(attemptcxt, foreign) : NULL;
 	return false;
 }

@@ -83,20 +83,28 @@ occ_budget_shmem_init(void)
 }
 
 /*
+ * occ_budget_refilled: tokens, refilled at the time of the last deposit,
+ * with the floor's tokens for the time since, within the capacity (this
+ * session's settings)
+ */
+static double
+occ_budget_refilled(double tokens, TimestampTz refilled, TimestampTz now)
+{
+	if (now > refilled)
+		tokens += (double) (now - refilled) / USECS_PER_SEC * occ_retry_budget_floor;
+	return Min(tokens, occ_retry_budget);
+}
+
+/*
  * occ_budget_refill: deposit the floor's tokens for the time since the last
- * deposit, within the capacity.  Holding the mutex.
+ * deposit, within the capacity.  Holding the mutex; now was read before
+ * taking it (the clock does not belong under a spinlock).
  */
 static void
 occ_budget_refill(TimestampTz now)
 {
-	double		seconds = (double) (now - occ_budget->refilled) / USECS_PER_SEC;
-
-	if (seconds > 0)
-	{
-		occ_budget->tokens += seconds * occ_retry_budget_floor;
-		occ_budget->refilled = now;
-	}
-	occ_budget->tokens = Min(occ_budget->tokens, occ_retry_budget);
+	occ_budget->tokens = occ_budget_refilled(occ_budget->tokens, occ_budget->refilled, now);
+	occ_budget->refilled = Max(occ_budget->refilled, now);
 }
 
 /*
@@ -125,11 +133,14 @@ occ_budget_enabled(void)
 void
 occ_budget_deposit(void)
 {
+	TimestampTz now;
+
 	if (!occ_budget_enabled())
 		return;
+	now = GetCurrentTimestamp();
 	SpinLockAcquire(&occ_budget->mutex);
 	occ_budget->tokens += occ_retry_budget_ratio;
-	occ_budget_refill(GetCurrentTimestamp());
+	occ_budget_refill(now);
 	SpinLockRelease(&occ_budget->mutex);
 }
 
@@ -190,19 +201,27 @@ occ_budget_withdraw(void)
 
 /*
  * occ_budget_read: the budget's state for occ.stats_info: false without
- * preloading.  *tokens is what a retry could draw now (refilled to now).
+ * preloading.  *tokens is what a retry of this session could draw now
+ * (refilled to now, within its capacity), or 0 when its budget is off.
+ * Reading changes nothing: the bucket is refilled only by those who draw on
+ * it, so a reader's settings (a capacity of 0, say) never drain it.
  */
 bool
 occ_budget_read(double *tokens, int64 *refusals, TimestampTz *storm_began)
 {
+	TimestampTz now;
+	TimestampTz refilled;
+
 	if (occ_budget == NULL)
 		return false;
+	now = GetCurrentTimestamp();
 	SpinLockAcquire(&occ_budget->mutex);
-	occ_budget_refill(GetCurrentTimestamp());
 	*tokens = occ_budget->tokens;
+	refilled = occ_budget->refilled;
 	*refusals = occ_budget->refusals;
 	*storm_began = occ_budget->storm_began;
 	SpinLockRelease(&occ_budget->mutex);
+	*tokens = occ_retry_budget > 0 ? occ_budget_refilled(*tokens, refilled, now) : 0;
 	return true;
 }
 

@@ -5,7 +5,7 @@
  *
  * Version-specific code lives here and only here, keyed on PG_VERSION_NUM;
  * the .c files use the names below whatever the version.  Tested with 15,
- * 17 and 18.
+ * 17, 18 and 19 (its release candidate).
  *
  *-------------------------------------------------------------------------
  */
@@ -36,9 +36,12 @@
 
 /*
  * pg_noreturn: 18 replaced pg_attribute_noreturn() by pg_noreturn, a
- * function specifier (C11 _Noreturn); write it before the function's name.
+ * function specifier (C11 _Noreturn; from 19, C23's [[noreturn]] when the
+ * compiler speaks C23); write it first, before static and the return type.
+ * Defined here only where c.h has none (before 18, unless a minor release
+ * backports it), so that it is never defined twice.
  */
-#if PG_VERSION_NUM < 180000
+#ifndef pg_noreturn
 #define pg_noreturn pg_attribute_noreturn()
 #endif
 
@@ -67,5 +70,17 @@
 	LockAcquireExtended((tag), (mode), (session), (dontwait), (reporterr), (locallockp))
 #endif
 
+/*
+ * occ_shmem_init_hash(name, nelems, info, flags): ShmemInitHash of a table
+ * of nelems entries, made at its full size.  19 dropped the separate initial
+ * size (init_size), which we always gave equal to the maximum.
+ */
+#if PG_VERSION_NUM >= 190000
+#define occ_shmem_init_hash(name, nelems, info, flags) \
+	ShmemInitHash((name), (nelems), (info), (flags))
+#else
+#define occ_shmem_init_hash(name, nelems, info, flags) \
+	ShmemInitHash((name), (nelems), (nelems), (info), (flags))
+#endif
 
 #endif							/* PG_OCC_COMPAT_H */

@@ -7,9 +7,13 @@
  *
  * A key is known by its 64-bit hash, which names its gate (gate.c) and its
  * temperature slot (temperature.c).  Keys live in two namespaces that never
- * meet: a key given as text (occ.retry's key, occ.gate's) hashes its text;
- * a key learned from a call hashes the body's text, alone or with one value
- * that the call carries.
+ * meet (the top bit of the hash tells them apart): a key given as text
+ * (occ.retry's key, occ.gate's) hashes its text, and is a name that every
+ * role of the database may use, like an advisory lock's; a key learned from
+ * a call hashes the body's text and the role that calls, alone or with one
+ * value that the call carries, so that occ.gate('<the body>') is never a
+ * learned key's gate, and another role that runs the same text (which may
+ * resolve to tables of its own, through its search_path) gets other gates.
  *
  * A value is hashed in a canonical form, so that one row gets one gate
  * whatever the session's settings: with its type's extended hash function
@@ -27,6 +31,7 @@
 
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -40,8 +45,8 @@
 /* The elements of a longer array are not keys (the array is one value) */
 #define OCC_KEY_ARRAY_MAX 64
 
-/* hash_bytes_extended's seed for keys given as text, apart from learned keys */
-#define OCC_KEY_GIVEN_SEED UINT64CONST(0x6f63632e6b657921)
+/* set in the hash of every given key, clear in that of every learned key */
+#define OCC_KEY_GIVEN UINT64CONST(0x8000000000000000)
 
 /*
  * occ_key_hash: the hash of a key given as text (occ.retry's key, or
@@ -55,21 +60,24 @@ occ_key_hash(const char *key, const char *what)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be empty", what),
 				 errhint("Name what the transaction contends on, for example 'account:' || id.")));
-	return hash_bytes_extended((const unsigned char *) key, strlen(key), OCC_KEY_GIVEN_SEED);
+	return occ_hash_text(key) | OCC_KEY_GIVEN;
 }
 
-/* occ_key_of_body: the learned key of a body alone */
+/*
+ * occ_key_of_body: the learned key of a body alone, for the role that calls
+ * (a body can only SET ROLE to roles that its caller may act as)
+ */
 uint64
 occ_key_of_body(uint64 body_hash)
 {
-	return body_hash;
+	return hash_combine64(body_hash, (uint64) GetUserId()) & ~OCC_KEY_GIVEN;
 }
 
 /* occ_key_of_value: the learned key of a body and one value it carries */
 uint64
 occ_key_of_value(uint64 body_hash, uint64 value_hash)
 {
-	return hash_combine64(body_hash, value_hash);
+	return hash_combine64(occ_key_of_body(body_hash), value_hash) & ~OCC_KEY_GIVEN;
 }
 
 /*

@@ -6,34 +6,42 @@
  *		queue mode finds a call's contention keys by itself.
  *
  * Calls that give no key run optimistically until their body fails.  From
- * then on, for each body (per database) that has failed recently, the
+ * then on, for each body (per role and database) that has failed recently, the
  * learner keeps decaying counts (time constant OCC_LEARN_TAU_USEC) of its
  * attempts and failures, and the same for up to OCC_LEARN_VALUES (position,
  * value) pairs that its failed attempts carried, chosen as the
  * Space-Saving algorithm chooses heavy hitters: a pair not tracked yet
- * replaces the pair with the fewest failures, taking over its count.  Only
- * failures the call would retry count.
+ * replaces the pair with the fewest failures, taking over its count (an
+ * overestimate, kept as the pair's error: decisions use the failures seen
+ * since the pair was tracked).  Only failures the call would retry count.
  *
- * A pair becomes hot when failures concentrate on it: at least
+ * A pair that (nearly) every attempt carries (OCC_LEARN_MAX_CARRY: a
+ * constant such as a work time, or the only branch of a small bank) is
+ * constant: it says no more than the body itself, which has its own rule.
+ * Any other pair becomes hot when failures concentrate on it: at least
  * OCC_LEARN_MIN_SHARE of the body's failures carry it, and the share of
- * failures that carry it is at least OCC_LEARN_MIN_LIFT times the share of
- * attempts that do; and so does a value, counted at every position it was
- * tracked at (the ids of a multi-row update come in any order).  The lift keeps a parameter that every call carries (a
- * constant such as a work time) from being taken for the row: it carries
- * every failure only because it carries every attempt.  A hot pair stays
- * hot while its ungated attempts (the probes, see policy.c) still fail at
- * least OCC_LEARN_STAY_RATE of the time: it is serialised for a reason.
- * When no pair is hot but the body's ungated attempts fail at least
- * OCC_LEARN_BODY_RATE of the time (every call touches the same row, its
- * parameters varying elsewhere, or every call carries the row's value), the
- * body itself is hot, and stays so while its probes fail
- * OCC_LEARN_STAY_RATE of the time.
+ * failures that carry it exceeds the share of attempts that do (a lift of
+ * OCC_LEARN_MIN_LIFT: under heavy contention nearly everything fails, and
+ * the lift of even the hottest row stays small); and so does a value,
+ * counted at every position where it is not constant (the ids of a
+ * multi-row update come in any order).  A hot pair or value stays hot while
+ * its ungated attempts (the probes, see policy.c) still fail at least
+ * OCC_LEARN_STAY_RATE of the time, and more often than the body's ungated
+ * attempts in general: it is serialised for a reason.
+ * When no pair or value is hot but the body's ungated attempts fail at
+ * least OCC_LEARN_BODY_RATE of the time (every call touches the same row,
+ * its parameters varying elsewhere, or carrying the row's value in every
+ * call), the body itself is hot, and stays so while its probes fail as
+ * often.  It takes OCC_LEARN_BODY_MIN failures, so that values have their
+ * chance first: serialising the whole body is the last resort; a probe
+ * that runs beside a holder of the body's gate fails that often only when
+ * every call touches the same row.
  *
- * A call's keys are then the body with each value it carries in a hot pair
- * (so that a value hot at one position gates the calls that carry it at
- * any position: the rows of a transfer, the ids of a multi-row update), or
- * the body alone when the body is hot; none otherwise: it runs
- * optimistically, without a gate.
+ * A call's keys are then the body with each value it carries at a position
+ * where it is hot, as a pair or as a value (the rows of a transfer, the ids
+ * of a multi-row update, share a gate whatever their position), or the body
+ * alone when the body is hot; none otherwise: it runs optimistically,
+ * without a gate.
  *
  * Bodies hash into OCC_LEARN_BODIES slots; a body that finds its slot
  * taken by another that is still warm is not learned until the slot cools.
@@ -56,15 +64,17 @@
 
 #include "pg_occ.h"
 
-#define OCC_LEARN_BODIES 1024
-#define OCC_LEARN_VALUES 16
+#define OCC_LEARN_BODIES 256
+#define OCC_LEARN_VALUES 64
 #define OCC_LEARN_LOCKS 16
 #define OCC_LEARN_TAU_USEC 1000000.0
-#define OCC_LEARN_MIN_SHARE 0.1
-#define OCC_LEARN_MIN_LIFT 1.5
+#define OCC_LEARN_MIN_FAILURES 1.5	/* since tracked, decayed: two, one recent */
+#define OCC_LEARN_MIN_SHARE 0.25
+#define OCC_LEARN_MAX_CARRY 0.9
+#define OCC_LEARN_MIN_LIFT 1.1
 #define OCC_LEARN_STAY_RATE 0.25
 #define OCC_LEARN_BODY_RATE 0.5
-#define OCC_LEARN_BODY_MIN 1.5		/* decayed failures: two, one recent */
+#define OCC_LEARN_BODY_MIN 8.0		/* decayed failures: values first */
 
 /* below this many (decayed) attempts a slot is cold: another body may take it */
 #define OCC_LEARN_COLD 0.5
@@ -85,7 +95,9 @@ typedef struct OccLearnPair
 	int			position;		/* $n; 0: an empty entry */
 	bool		hot;			/* hot at this position */
 	bool		value_hot;		/* the value is hot, at whatever position */
-	OccLearnCounts n;
+	bool		constant;		/* (nearly) every attempt carries it */
+	OccLearnCounts n;			/* failures include those taken over */
+	double		error;			/* failures taken over from the pair replaced */
 	char		text[OCC_KEY_TEXT_MAX]; /* for occ.stats */
 } OccLearnPair;
 
@@ -93,6 +105,7 @@ typedef struct OccLearnPair
 typedef struct OccLearnBody
 {
 	Oid			dbid;
+	Oid			userid;			/* the role that calls: bodies are per role */
 	uint64		body;			/* the body's hash; dbid 0: an empty slot */
 	TimestampTz updated;		/* when the counts were last decayed */
 	bool		hot;			/* the body itself is hot */
@@ -146,18 +159,32 @@ occ_learn_lock(const OccLearnBody *slot)
 	return &occ_learn->locks[(slot - occ_learn->bodies) % OCC_LEARN_LOCKS].lock;
 }
 
-/* occ_learn_slot: the slot of a body of this database */
+/* occ_learn_slot_of: the slot of a body of a role in a database */
+static OccLearnBody *
+occ_learn_slot_of(Oid userid, Oid dbid, uint64 body)
+{
+	return &occ_learn->bodies[hash_combine64(hash_combine64(body, dbid), userid) % OCC_LEARN_BODIES];
+}
+
+/* occ_learn_slot: the slot of a body of this role in this database */
 static OccLearnBody *
 occ_learn_slot(uint64 body)
 {
-	return &occ_learn->bodies[hash_combine64(body, MyDatabaseId) % OCC_LEARN_BODIES];
+	return occ_learn_slot_of(GetUserId(), MyDatabaseId, body);
 }
 
-/* occ_learn_is: is the slot the body's? (holding its lock) */
+/* occ_learn_is_of: is the slot that of the body of this role and database? */
+static bool
+occ_learn_is_of(const OccLearnBody *slot, Oid userid, Oid dbid, uint64 body)
+{
+	return slot->dbid == dbid && slot->userid == userid && slot->body == body;
+}
+
+/* occ_learn_is: is the slot the body's, of this role? (holding its lock) */
 static bool
 occ_learn_is(const OccLearnBody *slot, uint64 body)
 {
-	return slot->dbid == MyDatabaseId && slot->body == body;
+	return occ_learn_is_of(slot, GetUserId(), MyDatabaseId, body);
 }
 
 /* occ_learn_decay_counts: multiply counts by factor */
@@ -181,7 +208,10 @@ occ_learn_decay(OccLearnBody *slot, TimestampTz now)
 	factor = exp(-(double) (now - slot->updated) / OCC_LEARN_TAU_USEC);
 	occ_learn_decay_counts(&slot->n, factor);
 	for (int i = 0; i < OCC_LEARN_VALUES; i++)
+	{
 		occ_learn_decay_counts(&slot->pairs[i].n, factor);
+		slot->pairs[i].error *= factor;
+	}
 	slot->updated = now;
 }
 
@@ -233,6 +263,7 @@ occ_learn_track(OccLearnBody *slot, const OccKeyValue *v)
 	least->value = v->hash;
 	least->position = v->position;
 	least->n.failures = count;
+	least->error = count;
 	strlcpy(least->text, v->text, sizeof(least->text));
 	return least;
 }
@@ -249,18 +280,30 @@ occ_learn_rate_holds(const OccLearnCounts *n, double rate, double min_failures)
  * counts (a pair, or a value at any position)?  See the file header.
  */
 static bool
-occ_learn_concentrates(const OccLearnBody *slot, const OccLearnCounts *n)
+occ_learn_concentrates(const OccLearnBody *slot, const OccLearnCounts *n, double error)
 {
-	return n->failures >= 1 &&
-		n->failures >= OCC_LEARN_MIN_SHARE * slot->n.failures &&
-		n->failures * slot->n.attempts >= OCC_LEARN_MIN_LIFT * n->attempts * slot->n.failures;
+	double		failures = n->failures - error;	/* at least, since tracked */
+
+	return failures >= OCC_LEARN_MIN_FAILURES &&
+		n->attempts < OCC_LEARN_MAX_CARRY * slot->n.attempts &&
+		failures >= OCC_LEARN_MIN_SHARE * slot->n.failures &&
+		failures * slot->n.attempts >= OCC_LEARN_MIN_LIFT * n->attempts * slot->n.failures;
 }
 
-/* occ_learn_stays: is what n counts, hot, still hot? */
+/*
+ * occ_learn_stays: is what n counts, hot, still hot?  While its probes fail
+ * often (OCC_LEARN_STAY_RATE) and more often than the body's ungated
+ * attempts do (a lift of OCC_LEARN_MIN_LIFT: under heavy contention
+ * everything fails often, and only a hot value makes its probes fail more),
+ * unless it became constant.
+ */
 static bool
-occ_learn_stays(const OccLearnCounts *n)
+occ_learn_stays(const OccLearnBody *slot, const OccLearnCounts *n)
 {
-	return occ_learn_rate_holds(n, OCC_LEARN_STAY_RATE, 0.5);
+	return n->attempts < OCC_LEARN_MAX_CARRY * slot->n.attempts &&
+		occ_learn_rate_holds(n, OCC_LEARN_STAY_RATE, 0.5) &&
+		n->ungated_failures * slot->n.ungated >=
+		OCC_LEARN_MIN_LIFT * n->ungated * slot->n.ungated_failures;
 }
 
 /*
@@ -268,19 +311,22 @@ occ_learn_stays(const OccLearnCounts *n)
  * tracked at
  */
 static void
-occ_learn_value_counts(const OccLearnBody *slot, uint64 value, OccLearnCounts *sum)
+occ_learn_value_counts(const OccLearnBody *slot, uint64 value, OccLearnCounts *sum,
+					   double *error)
 {
 	memset(sum, 0, sizeof(*sum));
+	*error = 0;
 	for (int i = 0; i < OCC_LEARN_VALUES; i++)
 	{
 		const OccLearnPair *p = &slot->pairs[i];
 
-		if (p->position == 0 || p->value != value)
+		if (p->position == 0 || p->value != value || p->constant)
 			continue;
 		sum->attempts += p->n.attempts;
 		sum->failures += p->n.failures;
 		sum->ungated += p->n.ungated;
 		sum->ungated_failures += p->n.ungated_failures;
+		*error += p->error;
 	}
 }
 
@@ -294,22 +340,27 @@ occ_learn_decide(OccLearnBody *slot)
 	bool		any = false;
 
 	for (int i = 0; i < OCC_LEARN_VALUES; i++)
+		slot->pairs[i].constant =
+			slot->pairs[i].n.attempts >= OCC_LEARN_MAX_CARRY * slot->n.attempts;
+	for (int i = 0; i < OCC_LEARN_VALUES; i++)
 	{
 		OccLearnPair *p = &slot->pairs[i];
 		OccLearnCounts value;
+		double		error;
 
 		if (p->position == 0)
 			continue;
-		p->hot = p->hot ? occ_learn_stays(&p->n) : occ_learn_concentrates(slot, &p->n);
-		occ_learn_value_counts(slot, p->value, &value);
-		p->value_hot = p->value_hot ? occ_learn_stays(&value) :
-			occ_learn_concentrates(slot, &value);
-		any |= p->hot || p->value_hot;
+		occ_learn_value_counts(slot, p->value, &value, &error);
+		p->hot = p->hot ? occ_learn_stays(slot, &p->n) :
+			occ_learn_concentrates(slot, &p->n, p->error);
+		p->value_hot = p->value_hot ? occ_learn_stays(slot, &value) :
+			occ_learn_concentrates(slot, &value, error);
+		any |= (p->hot || p->value_hot) && !p->constant;
 	}
 	if (any)
 		slot->hot = false;
 	else if (slot->hot)
-		slot->hot = occ_learn_stays(&slot->n);
+		slot->hot = occ_learn_rate_holds(&slot->n, OCC_LEARN_BODY_RATE, 0.5);
 	else
 		slot->hot = occ_learn_rate_holds(&slot->n, OCC_LEARN_BODY_RATE, OCC_LEARN_BODY_MIN);
 }
@@ -359,6 +410,7 @@ occ_learner_observe(uint64 body, const OccKeyValues *values, bool gated, bool fa
 		}
 		memset(slot, 0, sizeof(*slot));
 		slot->dbid = MyDatabaseId;
+		slot->userid = GetUserId();
 		slot->body = body;
 		slot->updated = now;
 	}
@@ -387,8 +439,8 @@ occ_learn_gates(const OccLearnBody *slot, const OccKeyValue *v)
 	{
 		const OccLearnPair *p = &slot->pairs[i];
 
-		if (p->position != 0 && p->value == v->hash &&
-			(p->value_hot || (p->hot && p->position == v->position)))
+		if (p->position == v->position && p->value == v->hash && !p->constant &&
+			(p->value_hot || p->hot))
 			return true;
 	}
 	return false;
@@ -422,12 +474,12 @@ occ_learner_keys(uint64 body, const OccKeyValues *values, uint64 *keys)
 }
 
 /*
- * occ_learner_describe: what the learner decided for a body of database
- * dbid, for occ.stats: "$2 = 42" for each hot pair, "body" when the body is
+ * occ_learner_describe: what the learner decided for a body of a role in a
+ * database, for occ.stats: "$2 = 42" for each hot pair, "body" when the body is
  * hot, NULL when nothing is
  */
 char *
-occ_learner_describe(Oid dbid, uint64 body)
+occ_learner_describe(Oid userid, Oid dbid, uint64 body)
 {
 	OccLearnBody *slot;
 	StringInfoData s;
@@ -435,14 +487,15 @@ occ_learner_describe(Oid dbid, uint64 body)
 	if (occ_learn == NULL)
 		return NULL;
 	initStringInfo(&s);
-	slot = &occ_learn->bodies[hash_combine64(body, dbid) % OCC_LEARN_BODIES];
+	slot = occ_learn_slot_of(userid, dbid, body);
 	LWLockAcquire(occ_learn_lock(slot), LW_SHARED);
-	if (slot->dbid == dbid && slot->body == body)
+	if (occ_learn_is_of(slot, userid, dbid, body))
 	{
 		if (slot->hot)
 			appendStringInfoString(&s, "body");
 		for (int i = 0; i < OCC_LEARN_VALUES; i++)
-			if (slot->pairs[i].position > 0 && (slot->pairs[i].hot || slot->pairs[i].value_hot))
+			if (slot->pairs[i].position > 0 && !slot->pairs[i].constant &&
+				(slot->pairs[i].hot || slot->pairs[i].value_hot))
 				appendStringInfo(&s, "%s$%d = %s", s.len > 0 ? ", " : "",
 								 slot->pairs[i].position, slot->pairs[i].text);
 	}

@@ -3,8 +3,10 @@
  * pg_occ.c
  *		Module entry point of pg_occ: the settings, and the shared memory.
  *
- * Loading the library defines the occ.* settings and installs the hooks
- * that queue the transactions that set occ.key (client.c).  Loaded through
+ * Loading the library defines the occ.* settings and installs the hooks:
+ * the executor's, that see which foreign tables an attempt writes to
+ * (foreign.c), and those that queue the transactions that set occ.key
+ * (client.c).  Loaded through
  * shared_preload_libraries, it also sets up the shared memory of the
  * modules that have some: occ.stats (stats.c), the temperature of queue
  * mode's keys (temperature.c), what the learner found (learner.c) and the
@@ -66,13 +68,14 @@ occ_shmem_startup(void)
 }
 
 /*
- * _PG_init: define the settings, install the hooks of occ.key; hook shared
+ * _PG_init: define the settings, install the hooks; hook shared
  * memory when preloading
  */
 void
 _PG_init(void)
 {
 	occ_define_gucs();
+	occ_foreign_init();
 	occ_client_init();
 	if (!process_shared_preload_libraries_in_progress)
 		return;

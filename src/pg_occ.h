@@ -11,7 +11,8 @@
  *	retry.c		the entry points and the retry loop, which uses
  *	  args.c		the call's arguments,
  *	  attempt.c		one attempt as a transaction (with plan_cache.c, the
- *					kept plans of bodies, and result.c, the body's rows),
+ *					kept plans of bodies, result.c, the body's rows, and
+ *					foreign.c, the foreign tables it writes to),
  *	  policy.c		the decision after a failed attempt, which uses
  *		key.c			the call's contention keys, given or carried,
  *		learner.c		which values a body's failures concentrate on,
@@ -202,8 +203,9 @@ extern void occ_define_gucs(void);
 
 /*
  * occ_hash_text: the 64-bit hash of a text: a body's (the key of its kept
- * plans, of its occ.stats entry and, in queue mode, of its gate) or a
- * contention key's.  occ.retry hashes its body once per call.
+ * plans, of its occ.stats entry and, in queue mode, the start of its derived
+ * key) or a contention key's (key.c).  occ.retry hashes its body once per
+ * call.
  */
 static inline uint64
 occ_hash_text(const char *text)
@@ -250,8 +252,12 @@ extern OccBody *occ_body_open(const char *sql, uint64 sql_hash, int nargs,
 							  const Oid *argtypes);
 extern int	occ_body_nstmts(const OccBody *body);
 extern struct _SPI_plan *occ_body_plan(OccBody *body, int i);
-extern Oid	occ_body_foreign_target(const OccBody *body);
 extern void occ_body_close(OccBody *body);
+
+/* foreign.c */
+extern void occ_foreign_init(void);
+extern void occ_foreign_watch(void);
+extern const char *occ_foreign_unwatch(void);
 
 /* budget.c */
 extern Size occ_budget_shmem_size(void);
@@ -263,7 +269,7 @@ extern void occ_budget_reset(void);
 
 /* result.c */
 extern DestReceiver *occ_result_receiver(MemoryContext cxt);
-extern bool occ_result_jsonb(DestReceiver *self, Datum *jsonb);
+extern Jsonb *occ_result_jsonb(DestReceiver *self);
 extern void occ_result_free(DestReceiver *self);
 
 /* key.c */
@@ -300,7 +306,7 @@ extern bool occ_learner_knows(uint64 body);
 extern void occ_learner_observe(uint64 body, const OccKeyValues *values,
 								bool gated, bool failed);
 extern int	occ_learner_keys(uint64 body, const OccKeyValues *values, uint64 *keys);
-extern char *occ_learner_describe(Oid dbid, uint64 body);
+extern char *occ_learner_describe(Oid userid, Oid dbid, uint64 body);
 
 /* gate.c: the gates of a call's keys, taken in one global order */
 typedef struct OccGates OccGates;
@@ -335,7 +341,8 @@ typedef enum OccStep
 	OCC_STEP_RETRY,				/* run the body again now */
 	OCC_STEP_SLEEP,				/* sleep usec, then run it again */
 	OCC_STEP_WAIT,				/* wait for the gate (at most usec if > 0) */
-	OCC_STEP_GIVE_UP,			/* re-raise the failure, saying why */
+	OCC_STEP_GIVE_UP,			/* re-raise the failure, saying why (or, when
+								 * the outcome is unknown, raise 40003) */
 	OCC_STEP_RAISE				/* re-raise the failure as it is */
 } OccStep;
 
@@ -345,6 +352,9 @@ typedef struct OccDecision
 	double		usec;			/* SLEEP: the delay; WAIT: the timeout */
 	const char *why;			/* GIVE_UP: for the error's detail */
 	bool		gave_up;		/* GIVE_UP: counted as a give-up */
+	bool		outcome_unknown;	/* GIVE_UP: the body may have committed in
+									 * part: raise statement_completion_unknown
+									 * (40003), which no client retries */
 } OccDecision;
 
 /* The failed attempt the policy decides on */

@@ -16,10 +16,6 @@
  * source), and a statement is analysed after the ones before it have run,
  * so a body may use a table that an earlier statement creates.
  *
- * Preparing a statement also notes whether it writes to a foreign table:
- * occ.retry does not rerun such a body after a failure at COMMIT, when the
- * remote side may have committed already (see retry.c).
- *
  * The cache is bounded by count (OCC_PLAN_CACHE_SIZE bodies) and by memory
  * (OCC_PLAN_CACHE_BYTES, measured on the plans' memory contexts); when
  * either is exceeded, the least recently used bodies are evicted.  A body
@@ -30,17 +26,13 @@
  */
 #include "postgres.h"
 
-#include "catalog/pg_class.h"
-#include "catalog/pg_inherits.h"
 #include "executor/spi.h"
 #include "executor/spi_priv.h"
 #include "lib/ilist.h"
 #include "nodes/parsenodes.h"
-#include "parser/parsetree.h"
 #include "parser/parser.h"
 #include "parser/scansup.h"
 #include "utils/hsearch.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 
@@ -77,7 +69,6 @@ struct OccBody
 	OccBodyStmt *stmts;
 	Size		bytes;			/* memory of cxt and of the prepared plans */
 	bool		kept;			/* in the session's cache (else the call's) */
-	Oid			foreign_target; /* a foreign table a statement writes, or 0 */
 	dlist_node	lru;			/* in occ_lru, most recently used first */
 };
 
@@ -250,68 +241,6 @@ occ_trim(OccBody *in_use, bool making_room)
 }
 
 /*
- * occ_foreign_relation: relid if it is a foreign table, or (if it is
- * partitioned, or with inheritance) the first foreign table among its
- * partitions or children; InvalidOid otherwise.
- */
-static Oid
-occ_foreign_relation(Oid relid, bool inh)
-{
-	ListCell   *lc;
-
-	char		relkind = get_rel_relkind(relid);
-
-	if (relkind == RELKIND_FOREIGN_TABLE)
-		return relid;
-	/* an INSERT's target has no inh flag: its partitions are routed to */
-	if (!inh && relkind != RELKIND_PARTITIONED_TABLE)
-		return InvalidOid;
-	/* the statement's parse analysis has locked the parent already */
-	foreach(lc, find_all_inheritors(relid, NoLock, NULL))
-		if (get_rel_relkind(lfirst_oid(lc)) == RELKIND_FOREIGN_TABLE)
-			return lfirst_oid(lc);
-	return InvalidOid;
-}
-
-/*
- * occ_foreign_target: a foreign table that the query writes to (its result
- * relation, or that of a data-modifying WITH query), or InvalidOid.  Writes
- * made by functions, triggers or rules are not seen.
- */
-static Oid
-occ_foreign_target(Query *query)
-{
-	ListCell   *lc;
-
-	if (query->resultRelation > 0 && query->commandType != CMD_SELECT &&
-		query->commandType != CMD_UTILITY)
-	{
-		RangeTblEntry *rte = rt_fetch(query->resultRelation, query->rtable);
-
-		if (rte->rtekind == RTE_RELATION)
-		{
-			Oid			relid = occ_foreign_relation(rte->relid, rte->inh);
-
-			if (OidIsValid(relid))
-				return relid;
-		}
-	}
-	foreach(lc, query->cteList)
-	{
-		CommonTableExpr *cte = lfirst_node(CommonTableExpr, lc);
-
-		if (IsA(cte->ctequery, Query))
-		{
-			Oid			relid = occ_foreign_target((Query *) cte->ctequery);
-
-			if (OidIsValid(relid))
-				return relid;
-		}
-	}
-	return InvalidOid;
-}
-
-/*
  * occ_body_open: the body of sql with the given parameter types, for one
  * call: the kept one when there is one, else a new one, split into its
  * statements and kept (evicting others if needed).  Called within an SPI
@@ -406,21 +335,6 @@ occ_body_plan(OccBody *body, int i)
 		elog(ERROR, "SPI_keepplan failed");
 	stmt->plan = plan;
 
-	if (!OidIsValid(body->foreign_target))
-	{
-		ListCell   *lc;
-
-		foreach(lc, SPI_plan_get_plan_sources(plan))
-		{
-			CachedPlanSource *source = (CachedPlanSource *) lfirst(lc);
-			ListCell   *lq;
-
-			foreach(lq, source->query_list)
-				if (!OidIsValid(body->foreign_target))
-					body->foreign_target = occ_foreign_target(lfirst_node(Query, lq));
-		}
-	}
-
 	/* account for this plan alone: measuring them all would be quadratic */
 	added = occ_plan_bytes(plan);
 	body->bytes += added;
@@ -430,16 +344,6 @@ occ_body_plan(OccBody *body, int i)
 		occ_trim(body, false);
 	}
 	return plan;
-}
-
-/*
- * occ_body_foreign_target: a foreign table that a statement of the body
- * writes to, or InvalidOid; known for the statements prepared so far.
- */
-Oid
-occ_body_foreign_target(const OccBody *body)
-{
-	return body->foreign_target;
 }
 
 /*

@@ -12,9 +12,11 @@
  * order they apply:
  *
  *	1. A SQLSTATE not in retry_on is raised as it is.
- *	2. A failure at COMMIT after the body wrote to a foreign table gives up:
- *	   postgres_fdw commits the remote side at pre-commit, before the local
- *	   serializable check, so running the body again would repeat that work.
+ *	2. A failure at COMMIT after the attempt wrote to a foreign table gives
+ *	   up: postgres_fdw commits the remote side at pre-commit, before the
+ *	   local serializable check, so running the body again would repeat that
+ *	   work.  Its outcome is unknown: not the failure, which clients retry,
+ *	   but statement_completion_unknown (40003) is raised.
  *	3. max_attempts: the call gives up after that many attempts.
  *	4. The server-wide retry budget: a retry takes a token.  One that the
  *	   budget refuses does not run beside the others: it waits on the gate
@@ -73,6 +75,7 @@ occ_decide(OccStep step, double usec, const char *why, bool gave_up)
 	d.usec = usec;
 	d.why = why;
 	d.gave_up = gave_up;
+	d.outcome_unknown = false;
 	return d;
 }
 
@@ -231,19 +234,19 @@ occ_policy_before_first(OccPolicy *p)
 }
 
 /*
- * occ_policy_observe: an attempt ended, committed (sqlerrcode 0) or failed.
- * A retryable failure heats its keys; a failure that will not be retried
- * says nothing of contention and is not counted.
+ * occ_policy_observe: an attempt ended, with sqlerrcode (0 if it committed);
+ * its outcome heats or cools its keys.  Only a failure that the call
+ * retries is contention: any other (42501, 23505, ...) counts as an attempt
+ * that did not fail, else a caller without privileges could make a key hot,
+ * and make every caller of it queue.
  */
 void
 occ_policy_observe(OccPolicy *p, int sqlerrcode)
 {
-	bool		failed = (sqlerrcode != 0);
-	bool		gated;
+	bool		failed = (sqlerrcode != 0 &&
+						  occ_sqlstates_match(p->spec->retry_on, sqlerrcode));
+	bool		gated = occ_policy_held(p);
 
-	if (failed && !occ_sqlstates_match(p->spec->retry_on, sqlerrcode))
-		return;
-	gated = occ_policy_held(p);
 	if (p->spec->nkeys > 0)
 	{
 		for (int i = 0; p->gates != NULL && i < occ_gates_count(p->gates); i++)
@@ -346,11 +349,15 @@ occ_policy_after_failure(OccPolicy *p, const OccFailure *f)
 		return occ_decide(OCC_STEP_RAISE, 0, NULL, false);
 	/* 2 */
 	if (f->at_commit && f->foreign_table != NULL)
-		return occ_decide(OCC_STEP_GIVE_UP, 0,
-						  psprintf("did not run the body again after this failure at COMMIT: "
-								   "it wrote to the foreign table \"%s\", whose remote transaction may have committed already",
-								   f->foreign_table),
-						  false);
+	{
+		give_up = occ_decide(OCC_STEP_GIVE_UP, 0,
+							 psprintf("did not run the body again after this failure at COMMIT: "
+									  "it wrote to the foreign table \"%s\", whose remote transaction may have committed already",
+									  f->foreign_table),
+							 true);
+		give_up.outcome_unknown = true;
+		return give_up;
+	}
 	/* 3 */
 	if (f->attempts >= p->spec->max_attempts)
 		give_up = occ_policy_gave_up(f, "");

@@ -16,18 +16,29 @@
  * keys (a duplicate name keeps its last value), numbers as JSON numbers
  * (jsonb keeps them as numeric, exactly), NaN and infinities as strings,
  * timestamps in ISO 8601, other types as their text output.  The rows are
- * appended as JSON text and converted to jsonb once, at the end of the
- * body, before the attempt commits: a result that cannot be made (too
- * large) fails the attempt, which is rolled back, rather than commit work
- * whose result is lost.
+ * kept as JSON text and converted to jsonb at the end of the body, before
+ * the attempt commits: a result that cannot be made (too large, or JSON
+ * that jsonb refuses) fails the attempt, which is rolled back, rather than
+ * commit work whose result is lost.  An earlier statement's rows are never
+ * converted.
+ *
+ * The conversion goes row by row: each row's object is made into jsonb on
+ * its own and appended to the array in jsonb's binary format, as
+ * convertJsonbArray() (jsonb_util.c) lays it out.  jsonb_in on the whole
+ * text would first build a tree of JsonbValue, some 600 bytes per row (an
+ * object's first four pairs are allocated at once): 3.8 MB of empty
+ * objects took 630 MB.  Row by row, the memory is the text and the jsonb
+ * (a few times the text at most, for tiny rows), and interrupts are checked
+ * between rows, so that a cancel or statement_timeout ends a long
+ * conversion at once (one huge row is converted at once, as PostgreSQL
+ * itself would).
  *
  * Everything lives in a memory context that is a child of the attempt's
  * and is deleted with it: a failed attempt's rows are never kept, and a
  * call's memory does not grow with its attempts.  occ.max_result_size
- * bounds the JSON text, and jsonb bounds the number of rows (an array of
- * more elements than OCC_RESULT_MAX_ROWS cannot be built in memory).  A
- * statement whose rows exceed either stops being collected; only if it is
- * the last one that returns rows is that an error.
+ * bounds the JSON text; a statement whose rows exceed it stops being
+ * collected, which is an error only if it is the last one that returns
+ * rows.  jsonb bounds the size of the result (JENTRY_OFFLENMASK bytes).
  *
  *-------------------------------------------------------------------------
  */
@@ -37,17 +48,12 @@
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 
 #include "pg_occ.h"
-
-/*
- * Most rows in a result: jsonb builds an array in an array of JsonbValue,
- * which must fit in one allocation (MaxAllocSize)
- */
-#define OCC_RESULT_MAX_ROWS ((int64) (MaxAllocSize / sizeof(JsonbValue)) - 1)
 
 /* The receiver: the result of the latest statement that returned rows */
 typedef struct OccResultReceiver
@@ -58,10 +64,11 @@ typedef struct OccResultReceiver
 	TupleDesc	tupdesc;		/* row type of the latest statement that
 								 * returns rows (blessed for row_to_json);
 								 * NULL until one does */
-	StringInfoData json;		/* "[{...},{...}" so far */
+	StringInfoData json;		/* the rows' objects so far, each ended by a
+								 * NUL: as long as "[{...},{...}" */
 	int64		nrows;
 	int64		nkept;			/* rows in json: all, unless overflowed */
-	bool		overflowed;		/* rows beyond the limits: json dropped */
+	bool		overflowed;		/* rows beyond the limit: json dropped */
 	Size		limit;			/* bytes of JSON text, occ.max_result_size */
 } OccResultReceiver;
 
@@ -85,14 +92,13 @@ occ_result_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 	r->nrows = r->nkept = 0;
 	r->tupdesc = BlessTupleDesc(CreateTupleDescCopy(typeinfo));
 	initStringInfo(&r->json);
-	appendStringInfoChar(&r->json, '[');
 	MemoryContextSwitchTo(old);
 }
 
 /*
  * occ_result_receive: append one row, as a JSON object, within
- * occ.max_result_size and OCC_RESULT_MAX_ROWS; beyond, drop the rows
- * collected and only count them
+ * occ.max_result_size (of the JSON text of the whole array); beyond, drop
+ * the rows collected and only count them
  */
 static bool
 occ_result_receive(TupleTableSlot *slot, DestReceiver *self)
@@ -111,8 +117,8 @@ occ_result_receive(TupleTableSlot *slot, DestReceiver *self)
 	tuple = heap_form_tuple(r->tupdesc, slot->tts_values, slot->tts_isnull);
 	object = DatumGetTextPP(DirectFunctionCall1(row_to_json,
 												HeapTupleGetDatum(tuple)));
-	if (r->json.len + VARSIZE_ANY_EXHDR(object) + 2 > r->limit ||
-		r->nrows > OCC_RESULT_MAX_ROWS)
+	/* the array's text: '[', the objects and their separators, ']' */
+	if (1 + r->json.len + VARSIZE_ANY_EXHDR(object) + 1 > r->limit)
 	{
 		r->overflowed = true;
 		pfree(r->json.data);
@@ -120,9 +126,8 @@ occ_result_receive(TupleTableSlot *slot, DestReceiver *self)
 	else
 	{
 		MemoryContextSwitchTo(r->cxt);
-		if (r->nkept > 0)
-			appendStringInfoChar(&r->json, ',');
 		appendBinaryStringInfo(&r->json, VARDATA_ANY(object), VARSIZE_ANY_EXHDR(object));
+		appendStringInfoChar(&r->json, '\0');
 		r->nkept++;
 	}
 	MemoryContextSwitchTo(old);
@@ -165,26 +170,90 @@ occ_result_receiver(MemoryContext cxt)
 	return &r->pub;
 }
 
+/* occ_result_too_big: the jsonb of the rows would exceed jsonb's limit */
+static void
+pg_noreturn
+occ_result_too_big(OccResultReceiver *r, int64 fit)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("the result of the occ.retry body exceeds the size of a jsonb value (%u bytes)",
+					JENTRY_OFFLENMASK),
+			 errdetail("Its last statement that returns rows returned " INT64_FORMAT " rows; the first " INT64_FORMAT " fit.",
+					   r->nrows, fit),
+			 errhint("Return fewer or smaller rows (LIMIT, an aggregate), or call the form of occ.retry without result.")));
+}
+
 /*
- * occ_result_jsonb: set *jsonb to the result, made in the current memory
- * context; false when no statement returned rows (the result is NULL).
- * Call once, when the body has run; a result beyond the limits is an error.
+ * occ_result_array: the rows kept, as a jsonb array of their objects, in
+ * the current memory context.  Each row's JSON text is made into jsonb on
+ * its own (in rowcxt) and its object appended: padded to a multiple of 4
+ * bytes, every JB_OFFSET_STRIDE'th element's JEntry holding the end offset
+ * of its data, the others its length.  Interrupts are checked per row.
  */
-bool
-occ_result_jsonb(DestReceiver *self, Datum *jsonb)
+static Jsonb *
+occ_result_array(OccResultReceiver *r)
+{
+	StringInfoData out;
+	/* at least 3 bytes of text a row: fewer rows than JB_CMASK counts */
+	uint32		header = (uint32) r->nkept | JB_FARRAY;
+	int			jentries;		/* offset of the first element's JEntry */
+	uint32		datalen = 0;	/* the elements' data so far */
+	const char *row = r->json.data;
+
+	/* the JSON text's size is a good guess at the data's */
+	initStringInfo(&out);
+	enlargeStringInfo(&out, VARHDRSZ + sizeof(uint32) + sizeof(JEntry) * r->nkept + r->json.len);
+	out.len = VARHDRSZ;
+	appendBinaryStringInfo(&out, (const char *) &header, sizeof(uint32));
+	jentries = out.len;
+	out.len += sizeof(JEntry) * r->nkept;
+
+	for (int64 i = 0; i < r->nkept; i++)
+	{
+		MemoryContext old;
+		Jsonb	   *object;
+		uint32		len;
+		JEntry		jentry;
+
+		CHECK_FOR_INTERRUPTS();
+		old = MemoryContextSwitchTo(r->rowcxt);
+		object = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(row)));
+		MemoryContextSwitchTo(old);
+
+		len = (INTALIGN(out.len) - out.len) + (VARSIZE(object) - VARHDRSZ);
+		if (len > JENTRY_OFFLENMASK - datalen)
+			occ_result_too_big(r, i);
+		datalen += len;
+		while (out.len % sizeof(uint32) != 0)
+			appendStringInfoChar(&out, '\0');
+		appendBinaryStringInfo(&out, VARDATA(object), VARSIZE(object) - VARHDRSZ);
+		jentry = JENTRY_ISCONTAINER |
+			(i % JB_OFFSET_STRIDE == 0 ? JENTRY_HAS_OFF | datalen : len);
+		memcpy(out.data + jentries + sizeof(JEntry) * i, &jentry, sizeof(JEntry));
+
+		row += strlen(row) + 1;
+		MemoryContextReset(r->rowcxt);
+	}
+	/* the whole array, its header and JEntries included, has the same bound */
+	if (out.len - VARHDRSZ > JENTRY_OFFLENMASK)
+		occ_result_too_big(r, r->nkept - 1);
+	SET_VARSIZE(out.data, out.len);
+	return (Jsonb *) out.data;
+}
+
+/*
+ * occ_result_jsonb: the result, made in the current memory context; NULL
+ * when no statement returned rows (the result is SQL NULL).  Call once,
+ * when the body has run; a result beyond the limits is an error.
+ */
+Jsonb *
+occ_result_jsonb(DestReceiver *self)
 {
 	OccResultReceiver *r = (OccResultReceiver *) self;
 
 	if (r->tupdesc == NULL)
-		return false;
-	if (r->overflowed && r->nrows > OCC_RESULT_MAX_ROWS)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("the result of the occ.retry body has more than " INT64_FORMAT " rows",
-						OCC_RESULT_MAX_ROWS),
-				 errdetail("Its last statement that returns rows returned " INT64_FORMAT " rows, more than a jsonb array can hold.",
-						   r->nrows),
-				 errhint("Return fewer rows (LIMIT, an aggregate), or call the form of occ.retry without result.")));
+		return NULL;
 	if (r->overflowed)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -194,9 +263,7 @@ occ_result_jsonb(DestReceiver *self, Datum *jsonb)
 						   r->nrows, r->nkept),
 				 errhint("Return fewer or smaller rows (LIMIT, an aggregate), raise occ.max_result_size, "
 						 "or call the form of occ.retry without result.")));
-	appendStringInfoChar(&r->json, ']');
-	*jsonb = DirectFunctionCall1(jsonb_in, CStringGetDatum(r->json.data));
-	return true;
+	return occ_result_array(r);
 }
 
 /* occ_result_free: free the receiver and its rows */

@@ -77,19 +77,30 @@ occ_account(OccCall *call)
 /*
  * occ_give_up: re-raise the last failure with its own SQLSTATE, message and
  * hint, adding to its detail why occ.retry stopped (and logging it when
- * occ.log_retries is on).
+ * occ.log_retries is on).  When the body may have committed in part, raise
+ * statement_completion_unknown instead, with the failure in the detail:
+ * clients and tools retry the failure's SQLSTATE (40001 "might succeed if
+ * retried"), which would repeat what committed.
  */
-static void
-pg_noreturn
-occ_give_up(ErrorData *edata, const char *why)
+pg_noreturn static void
+occ_give_up(ErrorData *edata, const OccDecision *d)
 {
 	if (occ_log_retries)
 		ereport(LOG,
 				(errmsg("occ.retry %s, last SQLSTATE %s",
-						why, unpack_sql_state(edata->sqlerrcode))));
+						d->why, unpack_sql_state(edata->sqlerrcode))));
+	if (d->outcome_unknown)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_STATEMENT_COMPLETION_UNKNOWN),
+				 errmsg("the occ.retry body may have committed in part"),
+				 errdetail("It failed with SQLSTATE %s: %s\n%s%socc.retry %s.",
+						   unpack_sql_state(edata->sqlerrcode), edata->message,
+						   edata->detail ? edata->detail : "", edata->detail ? "\n" : "",
+						   d->why),
+				 errhint("Find out what committed before running the body again: running it again could repeat it.")));
 	edata->detail = edata->detail ?
-		psprintf("%s\nocc.retry %s.", edata->detail, why) :
-		psprintf("occ.retry %s.", why);
+		psprintf("%s\nocc.retry %s.", edata->detail, d->why) :
+		psprintf("occ.retry %s.", d->why);
 	ReThrowError(edata);
 }
 
@@ -228,7 +239,7 @@ occ_attempts(OccCall *call, MemoryContext attemptcxt)
 			case OCC_STEP_GIVE_UP:
 				call->result.gave_up = d.gave_up;
 				occ_account(call);
-				occ_give_up(failure.edata, d.why);
+				occ_give_up(failure.edata, &d);
 				break;
 			case OCC_STEP_SLEEP:
 				if (occ_log_retries)
@@ -259,12 +270,11 @@ occ_output_row(OccCall *call)
 
 	if (out->tupdesc == NULL)
 		return (Datum) 0;
+	/* heap_form_tuple copies the result: one copy of it, not two */
 	if (out->result >= 0)
 	{
 		nulls[out->result] = (call->rows == NULL);
-		if (call->rows != NULL)
-			values[out->result] =
-				PointerGetDatum(pg_detoast_datum_copy((struct varlena *) call->rows));
+		values[out->result] = PointerGetDatum(call->rows);
 	}
 	if (out->attempts >= 0)
 		values[out->attempts] = Int32GetDatum(call->result.attempts);

@@ -20,6 +20,15 @@
  * error (client.c records from the end-of-transaction callback, when the
  * transaction has committed already): without memory, it counts nothing.
  *
+ * The counters survive a clean shutdown, as pg_stat_statements' do: the
+ * postmaster writes them at exit to pg_stat/pg_occ.stat (a temporary file
+ * renamed into place) and the next start reads them back and removes the
+ * file.  A crash, or an immediate shutdown, writes nothing, so it loses what
+ * was counted since the last start.  The file has a magic number, a format
+ * version, the PostgreSQL major version and a CRC; a file that is not ours,
+ * of another version or damaged is ignored with a LOG line, and occ.stats
+ * starts empty.
+ *
  * occ.stats_info also shows the server-wide retry budget (budget.c).
  *
  * The session-local record of the last call works without preloading.
@@ -30,11 +39,16 @@
 
 #include <math.h>
 
+#include "access/htup_details.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "pgstat.h"
+#include "port/pg_crc32c.h"
+#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
@@ -43,6 +57,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 #include "pg_occ.h"
 
@@ -69,6 +84,12 @@ PG_FUNCTION_INFO_V1(occ_last_retry);
 /* When the table is full, evict this share of the entries, at least OCC_EVICT_MIN */
 #define OCC_EVICT_PERCENT 5
 #define OCC_EVICT_MIN 10
+
+/* The statistics file, kept over a clean shutdown, and its header's constants */
+#define OCC_STATS_FILE PGSTAT_STAT_PERMANENT_DIRECTORY "/pg_occ.stat"
+#define OCC_STATS_FILE_MAGIC 0x4F435353 /* "OCSS" */
+#define OCC_STATS_FILE_FORMAT 1 /* of the header and entries below */
+#define OCC_PG_MAJOR (PG_VERSION_NUM / 100)
 
 /* What an entry counts */
 typedef enum OccStatsKind
@@ -122,6 +143,29 @@ typedef struct OccStatsShared
 	TimestampTz stats_reset;
 } OccStatsShared;
 
+/*
+ * The statistics file: this header, then for each entry an OccStatsFileEntry
+ * followed by its query_len bytes of text (no NUL), then the CRC-32C of all
+ * that.  The structs are written as they are in memory: the file is read
+ * back only by the same build of pg_occ on the same machine, or is ignored.
+ */
+typedef struct OccStatsFileHeader
+{
+	uint32		magic;			/* OCC_STATS_FILE_MAGIC */
+	uint32		format;			/* OCC_STATS_FILE_FORMAT */
+	uint32		pg_major;		/* OCC_PG_MAJOR */
+	int32		nentries;
+	int64		dealloc;
+	TimestampTz stats_reset;
+} OccStatsFileHeader;
+
+typedef struct OccStatsFileEntry
+{
+	OccStatsKey key;
+	OccCounters counters;
+	int32		query_len;
+} OccStatsFileEntry;
+
 /* The session's last call, for occ.last_retry() */
 typedef struct OccLastCall
 {
@@ -133,6 +177,9 @@ static OccStatsShared *occ_shared = NULL;
 static HTAB *occ_hash = NULL;
 static OccLastCall occ_last = {false};
 
+static void occ_stats_save(int code, Datum arg);
+static void occ_stats_load(void);
+
 /* occ_stats_shmem_size: the shared memory the statistics need */
 Size
 occ_stats_shmem_size(void)
@@ -143,7 +190,9 @@ occ_stats_shmem_size(void)
 
 /*
  * occ_stats_shmem_init: create or attach to the shared state; called at
- * startup holding AddinShmemInitLock
+ * startup holding AddinShmemInitLock.  The postmaster, which creates it,
+ * loads the statistics saved by the last clean shutdown and arranges for
+ * them to be saved at its exit.
  */
 void
 occ_stats_shmem_init(void)
@@ -161,8 +210,14 @@ occ_stats_shmem_init(void)
 	}
 	info.keysize = sizeof(OccStatsKey);
 	info.entrysize = sizeof(OccStatsEntry);
-	occ_hash = ShmemInitHash("pg_occ hash", occ_stats_max, occ_stats_max,
-							 &info, HASH_ELEM | HASH_BLOBS);
+	occ_hash = occ_shmem_init_hash("pg_occ hash", occ_stats_max,
+								   &info, HASH_ELEM | HASH_BLOBS);
+
+	/* the postmaster saves the counters when it exits, and loads them now */
+	if (!IsUnderPostmaster)
+		on_shmem_exit(occ_stats_save, (Datum) 0);
+	if (!found)
+		occ_stats_load();
 }
 
 /* occ_require_shared: the statistics need preloading; say so clearly */
@@ -234,6 +289,42 @@ occ_evict(void)
 }
 
 /*
+ * occ_entry_enter: a new entry for key, which is not in the table, with zero
+ * counters and the len bytes of query as its text (len < OCC_QUERY_TEXT_MAX);
+ * evicts first when the table is full; NULL when there is no room (no
+ * error: see the file header).  Caller holds the lock exclusively.
+ */
+static OccStatsEntry *
+occ_entry_enter(const OccStatsKey *key, const char *query, int len)
+{
+	OccStatsEntry *entry;
+
+	Assert(len >= 0 && len < OCC_QUERY_TEXT_MAX);
+	if (hash_get_num_entries(occ_hash) >= occ_stats_max)
+		occ_evict();
+	entry = hash_search(occ_hash, key, HASH_ENTER_NULL, NULL);
+	if (entry == NULL)
+		return NULL;
+	SpinLockInit(&entry->mutex);
+	memset(&entry->counters, 0, sizeof(OccCounters));
+	memcpy(entry->query, query, len);
+	entry->query[len] = '\0';
+	return entry;
+}
+
+/* occ_clear: remove every entry.  Caller holds the lock exclusively. */
+static void
+occ_clear(void)
+{
+	HASH_SEQ_STATUS scan;
+	OccStatsEntry *entry;
+
+	hash_seq_init(&scan, occ_hash);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+		hash_search(occ_hash, &entry->key, HASH_REMOVE, NULL);
+}
+
+/*
  * occ_find_or_create: the entry for key, created (evicting if needed) when
  * missing; NULL when there is no room for it.  Returns with the lock held
  * in shared mode.
@@ -242,7 +333,6 @@ static OccStatsEntry *
 occ_find_or_create(const OccStatsKey *key, const char *sql)
 {
 	OccStatsEntry *entry;
-	bool		found;
 	int			len;
 
 	LWLockAcquire(occ_shared->lock, LW_SHARED);
@@ -252,21 +342,11 @@ occ_find_or_create(const OccStatsKey *key, const char *sql)
 
 	LWLockRelease(occ_shared->lock);
 	LWLockAcquire(occ_shared->lock, LW_EXCLUSIVE);
-	entry = hash_search(occ_hash, key, HASH_FIND, NULL);
-	if (entry == NULL)
+	if (hash_search(occ_hash, key, HASH_FIND, NULL) == NULL)
 	{
-		if (hash_get_num_entries(occ_hash) >= occ_stats_max)
-			occ_evict();
-		entry = hash_search(occ_hash, key, HASH_ENTER_NULL, &found);
-		if (entry != NULL)
-		{
-			SpinLockInit(&entry->mutex);
-			memset(&entry->counters, 0, sizeof(OccCounters));
-			/* cut on a character boundary of the database's encoding */
-			len = pg_mbcliplen(sql, strlen(sql), OCC_QUERY_TEXT_MAX - 1);
-			memcpy(entry->query, sql, len);
-			entry->query[len] = '\0';
-		}
+		/* cut on a character boundary of the database's encoding */
+		len = pg_mbcliplen(sql, strlen(sql), OCC_QUERY_TEXT_MAX - 1);
+		(void) occ_entry_enter(key, sql, len);
 	}
 	LWLockRelease(occ_shared->lock);
 	LWLockAcquire(occ_shared->lock, LW_SHARED);
@@ -336,6 +416,188 @@ occ_stats_count(OccStatsKind kind, const char *text, uint64 hash,
 		SpinLockRelease(&entry->mutex);
 	}
 	LWLockRelease(occ_shared->lock);
+}
+
+/* occ_write: write len bytes of data to file and add them to the CRC */
+static bool
+occ_write(FILE *file, const void *data, size_t len, pg_crc32c *crc)
+{
+	COMP_CRC32C(*crc, data, len);
+	return fwrite(data, 1, len, file) == len;
+}
+
+/* occ_read: read len bytes of file into data and add them to the CRC */
+static bool
+occ_read(FILE *file, void *data, size_t len, pg_crc32c *crc)
+{
+	if (fread(data, 1, len, file) != len)
+		return false;
+	COMP_CRC32C(*crc, data, len);
+	return true;
+}
+
+/*
+ * occ_stats_save: on_shmem_exit callback of the postmaster: write every
+ * entry to OCC_STATS_FILE, through a temporary file renamed into place so
+ * that the old file is replaced whole or not at all.  Not after a crash
+ * (code != 0), when shared memory may be inconsistent.  Nothing else runs
+ * by then, so no lock is taken.
+ */
+static void
+occ_stats_save(int code, Datum arg)
+{
+	const char *tmp = OCC_STATS_FILE ".tmp";
+	FILE	   *file;
+	OccStatsFileHeader header;
+	HASH_SEQ_STATUS scan;
+	OccStatsEntry *entry;
+	pg_crc32c	crc;
+	bool		ok;
+
+	if (code != 0 || occ_shared == NULL || occ_hash == NULL)
+		return;
+	file = AllocateFile(tmp, PG_BINARY_W);
+	if (file == NULL)
+		goto error;
+
+	memset(&header, 0, sizeof(header));
+	header.magic = OCC_STATS_FILE_MAGIC;
+	header.format = OCC_STATS_FILE_FORMAT;
+	header.pg_major = OCC_PG_MAJOR;
+	header.nentries = hash_get_num_entries(occ_hash);
+	header.dealloc = occ_shared->dealloc;
+	header.stats_reset = occ_shared->stats_reset;
+	INIT_CRC32C(crc);
+	ok = occ_write(file, &header, sizeof(header), &crc);
+
+	hash_seq_init(&scan, occ_hash);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		OccStatsFileEntry e;
+
+		memset(&e, 0, sizeof(e));
+		e.key = entry->key;
+		e.counters = entry->counters;
+		e.query_len = strlen(entry->query);
+		ok = ok && occ_write(file, &e, sizeof(e), &crc) &&
+			occ_write(file, entry->query, e.query_len, &crc);
+	}
+	FIN_CRC32C(crc);
+	ok = ok && fwrite(&crc, sizeof(crc), 1, file) == 1;
+	if (FreeFile(file) != 0 || !ok)
+	{
+		file = NULL;
+		goto error;
+	}
+	(void) durable_rename(tmp, OCC_STATS_FILE, LOG);
+	return;
+
+error:
+	ereport(LOG,
+			(errcode_for_file_access(),
+			 errmsg("could not write file \"%s\": %m", tmp)));
+	if (file != NULL)
+		FreeFile(file);
+	unlink(tmp);
+}
+
+/*
+ * occ_stats_load_entries: read the entries that follow header in file into
+ * the table, and check the CRC that ends the file.  Returns NULL when the
+ * file is whole, else why it is not (for a LOG line); errno tells an I/O
+ * error from a file that ends early.
+ */
+static const char *
+occ_stats_load_entries(FILE *file, const OccStatsFileHeader *header, pg_crc32c crc)
+{
+	pg_crc32c	stored;
+	char		query[OCC_QUERY_TEXT_MAX];
+
+	for (int32 i = 0; i < header->nentries; i++)
+	{
+		OccStatsFileEntry e;
+		OccStatsEntry *entry;
+
+		if (!occ_read(file, &e, sizeof(e), &crc))
+			return "it ends early";
+		if (e.query_len < 0 || e.query_len >= OCC_QUERY_TEXT_MAX)
+			return "an entry's length is out of range";
+		if (!occ_read(file, query, e.query_len, &crc))
+			return "it ends early";
+		if (hash_search(occ_hash, &e.key, HASH_FIND, NULL) != NULL)
+			return "an entry appears twice";
+		entry = occ_entry_enter(&e.key, query, e.query_len);
+		if (entry == NULL)
+			return "there is no room for its entries";
+		entry->counters = e.counters;
+	}
+	FIN_CRC32C(crc);
+	if (fread(&stored, sizeof(stored), 1, file) != 1)
+		return "it ends early";
+	if (stored != crc || fgetc(file) != EOF)
+		return "its checksum does not match";
+	return NULL;
+}
+
+/*
+ * occ_stats_load: at startup, in the postmaster (nothing else runs yet, so
+ * no lock), read the entries that the last clean shutdown saved, then remove
+ * the file: a crash later must not bring back these counters.  A file that
+ * is not ours, of another format or PostgreSQL version, or damaged, is
+ * ignored (with a LOG line saying why): the statistics start empty.
+ */
+static void
+occ_stats_load(void)
+{
+	FILE	   *file;
+	OccStatsFileHeader header;
+	pg_crc32c	crc;
+	const char *problem = NULL;
+
+	file = AllocateFile(OCC_STATS_FILE, PG_BINARY_R);
+	if (file == NULL)
+	{
+		if (errno != ENOENT)
+			ereport(LOG,
+					(errcode_for_file_access(),
+					 errmsg("could not read file \"%s\": %m", OCC_STATS_FILE)));
+		return;
+	}
+	INIT_CRC32C(crc);
+	if (!occ_read(file, &header, sizeof(header), &crc) || header.magic != OCC_STATS_FILE_MAGIC)
+		problem = "it is not a pg_occ statistics file";
+	else if (header.format != OCC_STATS_FILE_FORMAT || header.pg_major != OCC_PG_MAJOR)
+		problem = psprintf("it has format %u for PostgreSQL %u, not format %u for PostgreSQL %u",
+						   header.format, header.pg_major,
+						   OCC_STATS_FILE_FORMAT, OCC_PG_MAJOR);
+	else if (header.nentries < 0)
+		problem = "its number of entries is negative";
+	else
+	{
+		/* before the entries: evicting some to fit occ.stats_max adds to it */
+		occ_shared->dealloc = header.dealloc;
+		occ_shared->stats_reset = header.stats_reset;
+		problem = occ_stats_load_entries(file, &header, crc);
+	}
+
+	if (problem != NULL)
+	{
+		occ_clear();
+		occ_shared->dealloc = 0;
+		occ_shared->stats_reset = GetCurrentTimestamp();
+		if (ferror(file))
+			ereport(LOG,
+					(errcode_for_file_access(),
+					 errmsg("could not read file \"%s\": %m", OCC_STATS_FILE)));
+		else
+			ereport(LOG,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("ignoring the pg_occ statistics in file \"%s\": %s",
+							OCC_STATS_FILE, problem),
+					 errdetail("occ.stats starts empty.")));
+	}
+	FreeFile(file);
+	unlink(OCC_STATS_FILE);
 }
 
 /*
@@ -475,7 +737,7 @@ occ_stats_columns(const OccStatsEntry *entry, const OccCounters *c, bool visible
 	if (natts == OCC_STATS_COLS)
 	{
 		char	   *learned = visible ?
-			occ_learner_describe(entry->key.dbid, entry->key.queryid) : NULL;
+			occ_learner_describe(entry->key.userid, entry->key.dbid, entry->key.queryid) : NULL;
 
 		nulls[i] = (learned == NULL);
 		values[i++] = learned ? CStringGetTextDatum(learned) : (Datum) 0;
@@ -568,17 +830,14 @@ occ_stats_info(PG_FUNCTION_ARGS)
 Datum
 occ_stats_reset(PG_FUNCTION_ARGS)
 {
-	HASH_SEQ_STATUS scan;
-	OccStatsEntry *entry;
+	TimestampTz now = GetCurrentTimestamp();
 
 	occ_require_shared();
 	LWLockAcquire(occ_shared->lock, LW_EXCLUSIVE);
-	hash_seq_init(&scan, occ_hash);
-	while ((entry = hash_seq_search(&scan)) != NULL)
-		hash_search(occ_hash, &entry->key, HASH_REMOVE, NULL);
+	occ_clear();
 	SpinLockAcquire(&occ_shared->mutex);
 	occ_shared->dealloc = 0;
-	occ_shared->stats_reset = GetCurrentTimestamp();
+	occ_shared->stats_reset = now;
 	SpinLockRelease(&occ_shared->mutex);
 	LWLockRelease(occ_shared->lock);
 	occ_budget_reset();

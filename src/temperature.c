@@ -4,21 +4,25 @@
  *		Which contention keys are hot: decaying counts of attempts and
  *		failures per key, in shared memory.
  *
- * With pg_occ preloaded, each key hashes to one of OCC_HEAT_SLOTS slots,
- * each a pair of exponentially decaying counts (time constant
- * OCC_HEAT_TAU_USEC): attempts that ran without the gate, and attempts that
- * failed.  A key is hot while its recent failures are at least
+ * With pg_occ preloaded, each key of each database hashes to one of
+ * OCC_HEAT_SLOTS slots, each a pair of exponentially decaying counts (time
+ * constant OCC_HEAT_TAU_USEC): attempts that ran without the gate, and
+ * attempts that failed.  A key is hot while its recent failures are at least
  * OCC_HOT_MIN_FAILURES and at least OCC_HOT_FAILURE_RATIO of its ungated
- * attempts.  Two keys may share a slot: they then heat each other, which
- * costs at most a queueing that was not needed.  Without preloading there
- * are no slots and no key is hot.
+ * attempts.  A slot counts for one key of one database at a time: another
+ * key that hashes to it takes it over once the counts are no longer hot, and
+ * is cold (not counted) until then.  So a key can only be heated by its own
+ * callers' failures, never by another key's or another database's; sharing a
+ * slot at worst leaves a hot key uncounted, whose calls then queue only after
+ * a failure.  Without preloading there are no slots and no key is hot.
  *
  * This file measures; what to do with a hot key is the policy's (policy.c).
  *
  * Decaying needs the clock and exp(), which do not belong under a spinlock:
- * a slot is read under its spinlock, the decay is computed outside, and the
- * result is written back only if no one changed the slot meanwhile (its
- * version), else the whole is done again.
+ * a slot is copied under its spinlock and the decay computed outside; a
+ * change is written back only if no one changed the slot meanwhile (its
+ * version), else the whole is done again.  Reading does not write: a decay
+ * stored or not gives the same counts later.
  *
  *-------------------------------------------------------------------------
  */
@@ -26,6 +30,7 @@
 
 #include <math.h>
 
+#include "miscadmin.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/timestamp.h"
@@ -42,6 +47,8 @@ typedef struct OccHeatSlot
 {
 	slock_t		mutex;
 	uint64		version;		/* bumped at every change */
+	Oid			dbid;			/* the database of the key counted, or 0 */
+	uint64		key_hash;		/* the key counted */
 	TimestampTz updated;		/* when the counts below were last decayed */
 	double		ungated;		/* decaying count of attempts run ungated */
 	double		failures;		/* decaying count of failed attempts */
@@ -75,51 +82,49 @@ occ_temperature_shmem_init(void)
 	}
 }
 
-/* occ_heat_slot: the slot of a key, or NULL without preloading */
+/* occ_heat_slot: the slot of a key of this database, or NULL without preloading */
 static OccHeatSlot *
 occ_heat_slot(uint64 key_hash)
 {
 	if (occ_heat == NULL)
 		return NULL;
-	return &occ_heat[key_hash % OCC_HEAT_SLOTS];
+	return &occ_heat[hash_combine64(key_hash, MyDatabaseId) % OCC_HEAT_SLOTS];
 }
 
 /*
- * occ_heat_update: decay the slot's counts to now and add ungated and
- * failures to them; returns the counts after.  The decay is computed
- * outside the spinlock (see the file header).
+ * occ_heat_seen: a copy of the slot, its counts decayed to now, without
+ * writing to it
  */
 static void
-occ_heat_update(OccHeatSlot *slot, double ungated, double failures, OccHeatSlot *after)
+occ_heat_seen(OccHeatSlot *slot, TimestampTz now, OccHeatSlot *seen)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	SpinLockAcquire(&slot->mutex);
+	*seen = *slot;
+	SpinLockRelease(&slot->mutex);
 
-	for (;;)
+	if (now > seen->updated)
 	{
-		OccHeatSlot seen;
-		double		factor = 1.0;
+		double		factor = exp(-(double) (now - seen->updated) / OCC_HEAT_TAU_USEC);
 
-		SpinLockAcquire(&slot->mutex);
-		seen = *slot;
-		SpinLockRelease(&slot->mutex);
-
-		if (now > seen.updated)
-			factor = exp(-(double) (now - seen.updated) / OCC_HEAT_TAU_USEC);
-		after->ungated = seen.ungated * factor + ungated;
-		after->failures = seen.failures * factor + failures;
-
-		SpinLockAcquire(&slot->mutex);
-		if (slot->version == seen.version)
-		{
-			slot->version++;
-			slot->updated = Max(now, seen.updated);
-			slot->ungated = after->ungated;
-			slot->failures = after->failures;
-			SpinLockRelease(&slot->mutex);
-			return;
-		}
-		SpinLockRelease(&slot->mutex);
+		seen->ungated *= factor;
+		seen->failures *= factor;
+		seen->updated = now;
 	}
+}
+
+/* occ_heat_is_hot: do the counts make a key hot? */
+static bool
+occ_heat_is_hot(const OccHeatSlot *counts)
+{
+	return counts->failures >= OCC_HOT_MIN_FAILURES &&
+		counts->failures >= OCC_HOT_FAILURE_RATIO * counts->ungated;
+}
+
+/* occ_heat_counts: are the slot's counts the key's (of this database)? */
+static bool
+occ_heat_counts(const OccHeatSlot *seen, uint64 key_hash)
+{
+	return seen->dbid == MyDatabaseId && seen->key_hash == key_hash;
 }
 
 /* occ_temperature_is_hot: have recent attempts on this key failed often? */
@@ -127,27 +132,53 @@ bool
 occ_temperature_is_hot(uint64 key_hash)
 {
 	OccHeatSlot *slot = occ_heat_slot(key_hash);
-	OccHeatSlot now;
+	OccHeatSlot seen;
 
 	if (slot == NULL)
 		return false;
-	occ_heat_update(slot, 0, 0, &now);
-	return now.failures >= OCC_HOT_MIN_FAILURES &&
-		now.failures >= OCC_HOT_FAILURE_RATIO * now.ungated;
+	occ_heat_seen(slot, GetCurrentTimestamp(), &seen);
+	return occ_heat_counts(&seen, key_hash) && occ_heat_is_hot(&seen);
 }
 
 /*
  * occ_temperature_observe: account an attempt's outcome.  Gated attempts
  * count only when they fail (they lost to someone outside the gate);
- * ungated ones measure the failure rate.
+ * ungated ones measure the failure rate.  A slot that counts for another
+ * key, hot, is left to it.
  */
 void
 occ_temperature_observe(uint64 key_hash, bool gated, bool failed)
 {
 	OccHeatSlot *slot = occ_heat_slot(key_hash);
-	OccHeatSlot after;
+	TimestampTz now = GetCurrentTimestamp();
 
 	if (slot == NULL || (gated && !failed))
 		return;
-	occ_heat_update(slot, gated ? 0 : 1, failed ? 1 : 0, &after);
+	for (;;)
+	{
+		OccHeatSlot seen;
+
+		occ_heat_seen(slot, now, &seen);
+		if (!occ_heat_counts(&seen, key_hash))
+		{
+			if (occ_heat_is_hot(&seen))
+				return;
+			seen.ungated = 0;
+			seen.failures = 0;
+		}
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->version == seen.version)
+		{
+			slot->version++;
+			slot->dbid = MyDatabaseId;
+			slot->key_hash = key_hash;
+			slot->updated = seen.updated;
+			slot->ungated = seen.ungated + (gated ? 0 : 1);
+			slot->failures = seen.failures + (failed ? 1 : 0);
+			SpinLockRelease(&slot->mutex);
+			return;
+		}
+		SpinLockRelease(&slot->mutex);
+	}
 }

@@ -5,8 +5,8 @@
 #     is that version's install script;
 #   - an out-of-tree (VPATH) build, as Debian's pg_buildext makes it
 #     (make -f /path/to/pg_occ/Makefile from another directory), builds
-#     pg_occ.so and installs every file, and writes nothing into the source
-#     tree.
+#     pg_occ.so and installs every file (the Prometheus queries file too,
+#     where the README says), and writes nothing into the source tree.
 # Uses PG_CONFIG (default: pg_config on the PATH).  Needs perl (JSON::PP).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,7 +42,7 @@ before=$(cd "$tmp/src" && find . | sort)
 [ -f "$tmp/build/pg_occ.so" ] || fail "out-of-tree build: no pg_occ.so"
 after=$(cd "$tmp/src" && find . | sort)
 [ "$before" = "$after" ] || fail "out-of-tree build wrote into the source tree: $(diff <(echo "$before") <(echo "$after") | grep '^>' | head)"
-for f in pg_occ.control sql/pg_occ--*; do
+for f in pg_occ.control sql/pg_occ--* sql/pg_occ_prometheus.yaml; do
     [ -f "$tmp/inst$($PG_CONFIG --sharedir)/extension/${f#sql/}" ] || fail "out-of-tree install: no $f"
 done
 [ -f "$tmp/inst$($PG_CONFIG --pkglibdir)/pg_occ.so" ] || fail "out-of-tree install: no pg_occ.so"

@@ -4,6 +4,8 @@
 #   15  on the host (Debian 12 "bookworm"),
 #   17  in a Debian 13 "trixie" root,
 #   18  in a Debian "forky" root,
+#   19  in a Debian "forky" root with experimental, which has its release
+#       candidate (and no pgTAP for it: the root gets 18's, see make_root),
 # (a version whose Debian release is the host's own runs on the host).  The
 # roots are made with mmdebstrap (installed if missing) from Debian's archive,
 # cached as tarballs in /var/cache/pg_occ-roots, unpacked afresh for each run
@@ -15,8 +17,9 @@
 #     - pg_regress (sql/, expected/) and the isolation specs (test/specs/),
 #     - pgTAP (test/tap/) with pg_prove,
 #     - the stress check (test/stress.sh) in backoff and in queue mode, the
-#       interrupt checks of a sleeping and of a queued call, and of a
-#       transaction queued by SET LOCAL occ.key (test/interrupt*.sh),
+#       interrupt checks of a sleeping and of a queued call, of one that
+#       makes a large result, and of a transaction queued by SET LOCAL
+#       occ.key (test/interrupt*.sh),
 #       occ.retry on a hot standby of the cluster (test/standby.sh), and the
 #       adversarial check (test/fuzz.sh: random and hostile arguments and
 #       bodies; no XX000, no backend lost),
@@ -25,8 +28,12 @@
 #       pooling, and prometheus-postgres-exporter with sql/pg_occ_prometheus.yaml,
 #     - the benchmark's quick mode (test/bench/run.sh --quick), which checks
 #       the pgbench scripts and the lost-update invariant, not speed;
-#   in a cluster that does not preload it, the not_preloaded test; and the
-#   packaging checks (test/packaging.sh: META.json, out-of-tree build).
+#   in a cluster that does not preload it, the not_preloaded test; the
+#   packaging checks (test/packaging.sh: META.json, out-of-tree build) and
+#   the source checks (test/source.sh: nothing called under spinlocks,
+#   compat.h, the README against the code); and, in clusters of their own,
+#   occ.stats over restarts (test/persist.sh) and a dump restored by the
+#   database's owner (test/restore.sh).
 # Every version runs even if one fails; the exit status is 1 if any failed.
 #
 # Usage: test/run.sh [--pg VERSION]... [--no-install]
@@ -40,14 +47,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SELF=$PWD/test/run.sh
 
-VERSIONS="15 17 18"
+VERSIONS="15 17 18 19"
 
-# suite_of VERSION: the Debian release whose packages we test VERSION with
+# suite_of VERSION: the Debian release whose packages we test VERSION with;
+# RELEASE+experimental: RELEASE, with VERSION's packages from experimental
 suite_of() {
     case $1 in
         15) echo bookworm ;;
         17) echo trixie ;;
         18) echo forky ;;
+        19) echo forky+experimental ;;
         *) return 1 ;;
     esac
 }
@@ -72,6 +81,7 @@ in_cluster() {
     test/interrupt_queue.sh
     test/interrupt_key.sh
     test/client_gone.sh
+    test/interrupt_result.sh
     test/standby.sh
     test/fuzz.sh
     test/apps.sh
@@ -83,10 +93,13 @@ test_here() {
     local v=$1
     export PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config
     test/setup.sh --pg "$v" --werror ${no_install:+--no-install}
-    pg_virtualenv -v "$v" -o shared_preload_libraries=pg_occ -o occ.stats_max=100 -o max_connections=200 \
+    pg_virtualenv -v "$v" -o shared_preload_libraries=pg_occ -o max_connections=200 \
         "$SELF" --in-cluster
     pg_virtualenv -v "$v" make installcheck REGRESS=not_preloaded ISOLATION= || { show_diffs; exit 1; }
     test/packaging.sh
+    test/persist.sh
+    test/restore.sh
+    test/source.sh
     echo "all pg_occ tests passed on PostgreSQL $v"
 }
 
@@ -95,12 +108,22 @@ test_here() {
 make_root() {
     local v=$1 suite=$2 dir=${OCC_ROOTS:-/var/cache/pg_occ-roots}
     local mirror=${OCC_MIRROR:-http://deb.debian.org/debian}
-    local tarball=$dir/$suite.tar packages opts stamp
+    local tarball=$dir/$suite.tar release=${suite%+experimental} packages opts sources stamp
     packages=$(test/setup.sh --pg "$v" --print-packages)
     opts=(--variant=apt "--include=${packages// /,}")
+    sources=("$mirror")
     # the mirror's Release file of testing can be past its Valid-Until date
-    [ "$suite" != forky ] || opts+=('--aptopt=Acquire::Check-Valid-Until "false"')
-    stamp="mmdebstrap ${opts[*]} $suite $mirror"
+    [ "$release" != forky ] || opts+=('--aptopt=Acquire::Check-Valid-Until "false"')
+    if [ "$release" != "$suite" ]; then
+        # VERSION's server, client and libpq from experimental, the rest
+        # from RELEASE; and pgTAP, which experimental lacks for VERSION,
+        # from RELEASE's package for 18: pgTAP is SQL only, and its build
+        # makes the same files for every PostgreSQL from 11 on
+        sources=("deb $mirror $release main" "deb $mirror experimental main")
+        opts+=("--setup-hook=mkdir -p \"\$1/etc/apt/preferences.d\" && printf '%s\\n' 'Package: libpq5 libpq-dev postgresql-$v postgresql-client-$v postgresql-server-dev-$v' 'Pin: release a=experimental' 'Pin-Priority: 500' >\"\$1/etc/apt/preferences.d/postgresql-$v\""
+               "--customize-hook=chroot \"\$1\" sh -ec 'cd /tmp && apt-get download -q postgresql-18-pgtap && dpkg-deb -x postgresql-18-pgtap_*.deb pgtap && cp pgtap/usr/share/postgresql/18/extension/pgtap* /usr/share/postgresql/$v/extension/ && rm -rf pgtap postgresql-18-pgtap_*.deb'")
+    fi
+    stamp="mmdebstrap ${opts[*]} $release ${sources[*]}"
     mkdir -p "$dir"
     exec 9>"$dir/.lock"
     flock 9 # one maker at a time
@@ -116,7 +139,7 @@ make_root() {
     local start=$SECONDS
     echo "making the Debian $suite root for PostgreSQL $v: $tarball" >&2
     rm -f "$dir/.$suite.new.tar"
-    mmdebstrap "${opts[@]}" "$suite" "$dir/.$suite.new.tar" "$mirror" >&2
+    mmdebstrap "${opts[@]}" "$release" "$dir/.$suite.new.tar" "${sources[@]}" >&2
     mv "$dir/.$suite.new.tar" "$tarball"
     echo "$stamp" >"$tarball.stamp"
     echo "made the $suite root in $((SECONDS - start)) s" >&2
@@ -220,7 +243,7 @@ v=${versions[0]}
 suite=$(suite_of "$v")
 # shellcheck disable=SC1091
 host_suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-if [ "$suite" = "$host_suite" ]; then
+if [ "$suite" = "$host_suite" ] || [ "$suite" = "${OCC_IN_ROOT:-}" ]; then
     test_here "$v"
 else
     test_in_root "$v" "$suite"

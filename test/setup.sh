@@ -23,7 +23,11 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-PACKAGES="postgresql-$pg postgresql-server-dev-$pg postgresql-$pg-pgtap libtap-parser-sourcehandler-pgtap-perl gnuplot-nox make gcc perl procps"
+# PostgreSQL 19's release candidate (Debian experimental) has no pgTAP
+# package: test/run.sh puts 18's in its root
+pgtap=postgresql-$pg-pgtap
+[ "$pg" != 19 ] || pgtap=
+PACKAGES="postgresql-$pg postgresql-server-dev-$pg${pgtap:+ $pgtap} libtap-parser-sourcehandler-pgtap-perl gnuplot-nox make gcc perl procps"
 # test/apps.sh: a real client, a pooler and a metrics exporter
 PACKAGES="$PACKAGES python3-psycopg pgbouncer prometheus-postgres-exporter"
 

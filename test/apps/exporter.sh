@@ -1,6 +1,6 @@
 #!/bin/bash
 # pg_occ's metrics for Prometheus: prometheus-postgres-exporter (Debian's
-# package) with sql/pg_occ_prometheus.yaml.  Makes a known set of occ.retry
+# package) with sql/pg_occ_prometheus.yaml, as installed.  Makes a known set of occ.retry
 # calls in a fresh database (1, 2, 4 and 6 attempts, a give-up, a refused
 # call; the 2-attempt ones in queue mode), starts the exporter on a free port
 # of 127.0.0.1 with the queries file only (--disable-default-metrics), scrapes
@@ -14,13 +14,15 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 DB=occ_apps_exporter
-QUERIES=$PWD/sql/pg_occ_prometheus.yaml
+# where make install (and a package) puts it, as the README says
+QUERIES=$("${PG_CONFIG:-pg_config}" --sharedir)/extension/pg_occ_prometheus.yaml
 EXPORTER=${EXPORTER:-prometheus-postgres-exporter}  # or the path of another build
 fail() { echo "exporter: FAIL: $*" >&2; exit 1; }
 sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
 
 command -v "$EXPORTER" >/dev/null ||
     fail "$EXPORTER is not installed (Debian package prometheus-postgres-exporter; test/setup.sh installs it)"
+[ -f "$QUERIES" ] || fail "no queries file at $QUERIES, where make install puts it"
 DIR=$(mktemp -d /tmp/occ_exporter.XXXXXX)
 exporter=
 cleanup() {

@@ -91,6 +91,8 @@ PGB=$(cd "$HERE/../pgbench" && pwd)
 ALL_FORMS="pessimistic pessimistic-1rt pgbench-retry occ-defaults occ-backoff occ-queue occ-queue-key occ-none occ-full occ-equal occ-decorrelated occ-bounded occ-multiplicative occ-normal"
 # shellcheck source=test/bench/storms.sh
 . "$HERE/storms.sh"
+# shellcheck source=test/bench/keys.sh
+. "$HERE/keys.sh"
 
 # Defaults of the modes (the profiles below change some of them)
 CLIENTS="1 4 16 64 128"
@@ -170,7 +172,7 @@ Usage: $0 [--quick | --full] [options]
                        about 35 minutes
   --quick              CI check (about 3 min): every mode briefly, every form, nothing lost
   --sweep-only | --fixed-work-only | --overhead-only | --contention-only |
-  --client-only | --storm-only | --burst-only
+  --client-only | --storm-only | --burst-only | --keys-only
                        only these modes (may be combined; with their full
                        settings unless --quick).  Overhead: 1 client, one
                        UPDATE, bare vs CALL occ.retry with stats on and off,
@@ -178,7 +180,10 @@ Usage: $0 [--quick | --full] [options]
                        contention: queue mode's targets and guard workloads;
                        client: the application's own transactions with SET
                        LOCAL occ.key against the lock and the client's retries;
-                       storm, burst: see the header and storms.sh
+                       storm, burst: see the header and storms.sh;
+                       keys: see keys.sh
+  --keys-clients N     clients of the keys mode (default: $KEYS_CLIENTS)
+  --keys-rounds R      its interleaved rounds (default: $KEYS_ROUNDS)
   --clients "1 4 16"   sweep client counts          (default: $CLIENTS)
   --duration S         seconds per sweep, overhead and contention run (default: $DURATION)
   --work "0 1"         work_ms values of the sweep  (default: $WORK)
@@ -246,6 +251,7 @@ parse_args() {
 			--client-only) ONLY="$ONLY client" ;;
 			--storm-only) ONLY="$ONLY storm" ;;
 			--burst-only) ONLY="$ONLY burst" ;;
+			--keys-only) ONLY="$ONLY keys" ;;
 		esac
 	done
 	case $PROFILE in
@@ -255,13 +261,14 @@ parse_args() {
 				CONTENTION_CLIENTS=64; ROUNDS=1; DO_GUARDS=0
 				CONTENTION_FORMS="pessimistic-1rt pgbench-retry occ-backoff occ-queue"
 			fi ;;
-		full) modes="sweep fixed overhead contention client storm burst" ;;
+		full) modes="sweep fixed overhead contention client storm burst keys" ;;
 		quick)
-			modes="sweep fixed overhead contention client storm burst"
+			modes="sweep fixed overhead contention client storm burst keys"
 			CLIENTS="1 8"; DURATION=1; FIXED_CLIENTS="1 10"; REPS=1
 			CONTENTION_CLIENTS=8; GUARD_CLIENTS=8; ROUNDS=1; CLIENT_CLIENTS=8
 			STORM_CLIENTS=8; STORM_RATE=100; STORM_PRE=1; STORM_STALL=1; STORM_POST=1; STORM_HOLD=1
-			BURST_CLIENTS=20; BURST_WINDOW_MS=100; BURST_ROUNDS=1 ;;
+			BURST_CLIENTS=20; BURST_WINDOW_MS=100; BURST_ROUNDS=1
+			KEYS_CLIENTS=8; KEYS_ROUNDS=1 ;;
 	esac
 	[ -n "$ONLY" ] && modes=$ONLY
 	while [ $# -gt 0 ]; do
@@ -292,6 +299,8 @@ parse_args() {
 			--burst-tick) BURST_TICK_US=$2; shift ;;
 			--burst-forms) BURST_FORMS=$2; shift ;;
 			--burst-rounds) BURST_ROUNDS=$2; shift ;;
+			--keys-clients) KEYS_CLIENTS=$2; shift ;;
+			--keys-rounds) KEYS_ROUNDS=$2; shift ;;
 			--max-attempts) MAX_ATTEMPTS=$2; shift ;;
 			--base) BASE=$2; shift ;;
 			--cap) CAP=$2; shift ;;
@@ -304,11 +313,12 @@ parse_args() {
 		esac
 		shift
 	done
-	DO_SWEEP=0; DO_FIXED=0; DO_OVERHEAD=0; DO_CONTENTION=0; DO_CLIENT=0; DO_STORM=0; DO_BURST=0
+	DO_SWEEP=0; DO_FIXED=0; DO_OVERHEAD=0; DO_CONTENTION=0; DO_CLIENT=0; DO_STORM=0; DO_BURST=0; DO_KEYS=0
 	for arg in $modes; do
 		case $arg in
 			sweep) DO_SWEEP=1 ;; fixed) DO_FIXED=1 ;; overhead) DO_OVERHEAD=1 ;;
 			contention) DO_CONTENTION=1 ;; client) DO_CLIENT=1 ;; storm) DO_STORM=1 ;; burst) DO_BURST=1 ;;
+			keys) DO_KEYS=1 ;;
 		esac
 	done
 	STORM_TOTAL=$((STORM_PRE + STORM_STALL + STORM_POST))
@@ -322,7 +332,7 @@ parse_args() {
 # uses_occ: do the selected forms (or the overhead mode) need the extension?
 uses_occ() {
 	[ "$DO_OVERHEAD" = 1 ] || [ "$DO_CONTENTION" = 1 ] || [ "$DO_CLIENT" = 1 ] || [ "$DO_STORM" = 1 ] ||
-		[ "$DO_BURST" = 1 ] ||
+		[ "$DO_BURST" = 1 ] || [ "$DO_KEYS" = 1 ] ||
 		{ [ $((DO_SWEEP + DO_FIXED)) -gt 0 ] && [[ " $FORMS " == *" occ-"* ]]; }
 }
 
@@ -417,6 +427,8 @@ set_form_args() {
 		occ-*)
 			FORM_ARGS+=(-f "$PGB/occ_retry.sql" -D "iso=$ISO" -D "max_attempts=$MAX_ATTEMPTS" -D contention=backoff
 				-D "jitter=${form#occ-}" -D "base=$BASE" -D "cap=$CAP") ;;
+		tpcb-* | zipf-*)
+			set_keys_form_args "$form" ;;
 	esac
 }
 
@@ -457,7 +469,7 @@ occ_stats() {
 run_one() {
 	local mode=$1 form=$2 clients=$3 work=$4 rep=$5
 	local dir="$OUT/runs/$mode-$form-c$clients-w$work-r$rep"
-	local length threads before after commits failed retries tps attempts filter=1 processed
+	local length threads before after grew commits failed retries tps attempts filter=1 processed
 	local s_commits s_gave_up p50 p75 p90 p99 max completion per_commit occ_commits="" writer_commits=""
 	mkdir -p "$dir"
 	rm -f "$dir"/log.*
@@ -479,13 +491,13 @@ run_one() {
 
 	sql "VACUUM hot" >/dev/null
 	[ "$STATS" = 1 ] && sql "SELECT occ.stats_reset()" >/dev/null
-	before=$(sql "SELECT sum(v) FROM hot")
+	before=$(workload_state "$mode")
 	[ "$mode" = storm ] && storm_begin "$dir" "$clients"
 	PGOPTIONS="$FORM_PGOPTIONS" pgbench -n -c "$clients" -j "$threads" "${length[@]}" -l --log-prefix="$dir/log" \
 		"${FORM_ARGS[@]}" >"$dir/pgbench.out" 2>"$dir/pgbench.err" ||
 		die "pgbench failed ($mode $form, $clients clients), see $dir/pgbench.err: $(tail -3 "$dir/pgbench.err")"
 	[ "$mode" = storm ] && storm_end "$dir"
-	after=$(sql "SELECT sum(v) FROM hot")
+	after=$(workload_state "$mode")
 
 	processed=$(report_value "$dir/pgbench.out" "number of transactions actually processed:")
 	commits=$processed
@@ -494,17 +506,18 @@ run_one() {
 	failed=$(report_value "$dir/pgbench.out" "number of failed transactions:")
 	retries=$(report_value "$dir/pgbench.out" "total number of retries:")
 	tps=$(report_value "$dir/pgbench.out" "tps = ")
-	[ $((after - before)) -eq "$commits" ] ||
-		die "LOST OR DOUBLED UPDATES: $mode $form, $clients clients, work $work ms: rows grew by $((after - before)), pgbench committed $commits"
+	grew=$(workload_grew "$mode" "$before" "$after" "$commits")
+	[ -z "$grew" ] ||
+		die "LOST OR DOUBLED UPDATES: $mode $form, $clients clients, work $work ms: $grew, pgbench committed $commits"
 	if [[ $form == mixed-* ]]; then
 		occ_commits=$(script_commits "$dir/pgbench.out" 1)
 		writer_commits=$(script_commits "$dir/pgbench.out" 2)
 	fi
 
 	case $form in
-		pessimistic* | bare | occ-bare-nostats | client-lock) attempts=$((commits + failed)) ;;
+		pessimistic* | bare | occ-bare-nostats | *-lock) attempts=$((commits + failed)) ;;
 		pgbench-retry | client-rr-*) attempts=$((commits + failed + ${retries:-0})) ;;
-		occ-* | mixed-*) attempts=""
+		occ-* | mixed-* | *-occ*) attempts=""
 			if [ "$STATS" = 1 ]; then
 				read -r attempts s_commits s_gave_up <<<"$(occ_stats)"
 				# the writers of the mixed forms commit once per transaction
@@ -545,7 +558,8 @@ count_runs() {
 		DO_OVERHEAD * $(wc -w <<<"$OVERHEAD_FORMS") * OVERHEAD_REPS +
 		DO_CONTENTION * ROUNDS * ($(wc -w <<<"$CONTENTION_CLIENTS") * $(wc -w <<<"$CONTENTION_FORMS") + 8 * DO_GUARDS) +
 		DO_CLIENT * ROUNDS * $(wc -w <<<"$CLIENT_CLIENTS") * $(wc -w <<<"$CLIENT_FORMS") +
-		DO_STORM * STORM_ROUNDS * $(wc -w <<<"$STORM_FORMS") + DO_BURST * BURST_ROUNDS * $(wc -w <<<"$BURST_FORMS") ))
+		DO_STORM * STORM_ROUNDS * $(wc -w <<<"$STORM_FORMS") + DO_BURST * BURST_ROUNDS * $(wc -w <<<"$BURST_FORMS") +
+		DO_KEYS * KEYS_ROUNDS * $(keys_runs_per_round) ))
 }
 
 # sweep: every work value x client count x form, for DURATION seconds each
@@ -853,6 +867,7 @@ report() {
 		[ "$DO_CLIENT" = 1 ] && client_table
 		[ "$DO_STORM" = 1 ] && storm_table
 		[ "$DO_BURST" = 1 ] && burst_table
+		[ "$DO_KEYS" = 1 ] && keys_tables
 		if [ "$DO_SWEEP" = 1 ]; then
 			for work in $WORK; do
 				markdown_table sweep "$work" "Sweep, work_ms = $work, ${DURATION}s per run" \
@@ -928,6 +943,7 @@ main() {
 	[ "$DO_CLIENT" = 1 ] && prepare_db && client_mode
 	[ "$DO_STORM" = 1 ] && prepare_db && storm
 	[ "$DO_BURST" = 1 ] && prepare_db && burst
+	[ "$DO_KEYS" = 1 ] && prepare_db && keys
 	report
 }
 

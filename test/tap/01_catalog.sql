@@ -5,10 +5,10 @@
 -- Runs in one transaction that is rolled back, so it leaves nothing behind.
 \ir begin.psql
 
-SELECT plan(236);
+SELECT plan(247);
 
 ------------------------------------------------------------------------
--- The extension: version 0.4.0, not relocatable, untrusted; the extension
+-- The extension: version 0.4.0, not relocatable, trusted (0.1.0 not); the extension
 -- itself lives in pg_catalog, and the schema occ is one of its members
 ------------------------------------------------------------------------
 SELECT has_extension('pg_catalog', 'pg_occ', 'extension pg_occ is installed, in schema pg_catalog');
@@ -24,26 +24,26 @@ SELECT results_eq(
     $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
         WHERE name = 'pg_occ' AND version = '0.4.0' $$,
-    $$ VALUES (false, true, true, false, true) $$,
-    'control file: not relocatable, schema pg_catalog, superuser only, not trusted, no requirements');
+    $$ VALUES (false, true, true, true, true) $$,
+    'control file: not relocatable, schema pg_catalog, superuser or trusted (the owner of a database may install it), no requirements');
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
         WHERE name = 'pg_occ' AND version = '0.3.0' $$,
-    $$ VALUES (false, true, true, false, true) $$,
+    $$ VALUES (false, true, true, true, true) $$,
     '0.3.0 is still available, with the same control settings, so it can be installed and updated');
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
         WHERE name = 'pg_occ' AND version = '0.2.0' $$,
-    $$ VALUES (false, true, true, false, true) $$,
+    $$ VALUES (false, true, true, true, true) $$,
     '0.2.0 is still available, with the same control settings, so it can be installed and updated');
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'occ' AS schema_is_occ, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
         WHERE name = 'pg_occ' AND version = '0.1.0' $$,
     $$ VALUES (false, true, true, false, true) $$,
-    'secondary control file: 0.1.0 still installs into schema occ, so it can be installed and updated');
+    'secondary control file: 0.1.0 still installs into schema occ (superusers only), so it can be installed and updated');
 SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.1.0' AND target = '0.2.0'),
           '0.1.0--0.2.0', 'pg_occ updates from 0.1.0 to 0.2.0 in one step');
 SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.2.0' AND target = '0.3.0'),
@@ -78,8 +78,8 @@ SELECT functions_are('occ',
     ARRAY['backoff', 'setseed', 'retry', 'attempt', 'gate', 'last_retry', 'stats', 'stats_info', 'stats_reset',
           'key_stats'],
     'schema occ has exactly the documented functions and procedures');
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace), 13,
-          'schema occ has 13 routines (occ.retry has four forms)');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace), 14,
+          'schema occ has 14 routines (occ.retry has four forms, occ.gate two)');
 SELECT views_are('occ', ARRAY['stats', 'stats_info', 'key_stats'],
                  'schema occ has exactly the views stats, stats_info and key_stats');
 SELECT tables_are('occ', ARRAY[]::name[], 'schema occ has no tables');
@@ -108,16 +108,16 @@ SELECT results_eq(
         ORDER BY pg_describe_object(classid, objid, objsubid) COLLATE "C" $$,
     $$ VALUES ('function occ.attempt()'),
               ('function occ.backoff(integer,interval,interval,text,double precision,interval,double precision)'),
-              ('function occ.gate(text)'), ('function occ.key_stats(boolean)'), ('function occ.last_retry()'),
+              ('function occ.gate(text)'), ('function occ.gate(text[])'), ('function occ.key_stats(boolean)'), ('function occ.last_retry()'),
               -- PostgreSQL 15 describes procedures as functions too
-              ('function occ.retry(text,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,text)'),
-              ('function occ.retry(text,jsonb,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,text)'),
-              ('function occ.retry(text,jsonb,record,integer,interval,interval,text,double precision,interval,text,text[],text,text)'),
-              ('function occ.retry(text,record,integer,interval,interval,text,double precision,interval,text,text[],text,text)'),
+              ('function occ.retry(text,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,"any")'),
+              ('function occ.retry(text,jsonb,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,"any")'),
+              ('function occ.retry(text,jsonb,record,integer,interval,interval,text,double precision,interval,text,text[],text,"any")'),
+              ('function occ.retry(text,record,integer,interval,interval,text,double precision,interval,text,text[],text,"any")'),
               ('function occ.setseed(double precision)'), ('function occ.stats(boolean)'),
               ('function occ.stats_info()'), ('function occ.stats_reset()'),
               ('schema occ'), ('view occ.key_stats'), ('view occ.stats'), ('view occ.stats_info') $$,
-    'the members of pg_occ are exactly the schema occ, its 13 routines and its 3 views');
+    'the members of pg_occ are exactly the schema occ, its 14 routines and its 3 views');
 
 ------------------------------------------------------------------------
 -- occ.backoff(attempt, base, cap, jitter, factor, prev, draw) -> interval
@@ -171,108 +171,108 @@ SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.setseed(double preci
 -- occ.retry, form 1: CALL occ.retry(sql [, params, max_attempts, ...])
 ------------------------------------------------------------------------
 SELECT has_function('occ', 'retry',
-    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
-    'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text) exists');
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") exists');
 SELECT is_procedure('occ', 'retry',
-    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
     'occ.retry (form 1) is a procedure');
 SELECT isnt_strict('occ', 'retry',
-    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
     'occ.retry (form 1) is not strict (params defaults to NULL)');
 SELECT function_lang_is('occ', 'retry',
-    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
     'c', 'occ.retry (form 1) is written in C');
 SELECT is((SELECT proargnames FROM pg_proc
-            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
           ARRAY['sql', 'params', 'max_attempts', 'base', 'cap', 'jitter', 'factor', 'max_duration', 'isolation', 'retry_on',
                 'contention', 'key'],
           'occ.retry (form 1) argument names');
 SELECT is((SELECT proargmodes FROM pg_proc
-            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
           NULL, 'occ.retry (form 1) has only IN arguments');
 SELECT is((SELECT pronargdefaults::int FROM pg_proc
-            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
           11, 'occ.retry (form 1): every argument but sql has a default');
 
 ------------------------------------------------------------------------
 -- occ.retry, form 2: CALL occ.retry(sql, attempts => a, slept => s, ...)
 ------------------------------------------------------------------------
 SELECT has_function('occ', 'retry',
-    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
-    'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text) exists');
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") exists');
 SELECT is_procedure('occ', 'retry',
-    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
     'occ.retry (form 2) is a procedure');
 SELECT isnt_strict('occ', 'retry',
-    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
     'occ.retry (form 2) is not strict');
 SELECT function_lang_is('occ', 'retry',
-    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
     'c', 'occ.retry (form 2) is written in C');
 SELECT is((SELECT proargnames FROM pg_proc
-            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
           ARRAY['sql', 'attempts', 'slept', 'params', 'max_attempts', 'base', 'cap', 'jitter', 'factor', 'max_duration', 'isolation', 'retry_on',
                 'contention', 'key'],
           'occ.retry (form 2) argument names');
 SELECT is((SELECT proargmodes::text FROM pg_proc
-            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
           '{i,b,b,i,i,i,i,i,i,i,i,i,i,i}', 'occ.retry (form 2): attempts and slept are INOUT, the rest IN');
 SELECT is((SELECT pronargdefaults::int FROM pg_proc
-            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
           11, 'occ.retry (form 2): sql, attempts and slept are required, the rest have defaults');
 
 ------------------------------------------------------------------------
 -- occ.retry, form 3: CALL occ.retry(sql, result => r, ...)
 ------------------------------------------------------------------------
 SELECT has_function('occ', 'retry',
-    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
-    'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text) exists');
+    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") exists');
 SELECT is_procedure('occ', 'retry',
-    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
     'occ.retry (form 3) is a procedure');
 SELECT isnt_strict('occ', 'retry',
-    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
     'occ.retry (form 3) is not strict (result is passed as NULL)');
 SELECT function_lang_is('occ', 'retry',
-    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
     'c', 'occ.retry (form 3) is written in C');
 SELECT is((SELECT proargnames FROM pg_proc
-            WHERE oid = 'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+            WHERE oid = 'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
           ARRAY['sql', 'result', 'params', 'max_attempts', 'base', 'cap', 'jitter', 'factor', 'max_duration', 'isolation',
                 'retry_on', 'contention', 'key'],
           'occ.retry (form 3) argument names');
 SELECT is((SELECT proargmodes::text FROM pg_proc
-            WHERE oid = 'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+            WHERE oid = 'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
           '{i,b,i,i,i,i,i,i,i,i,i,i,i}', 'occ.retry (form 3): result is INOUT, the rest IN');
 SELECT is((SELECT pronargdefaults::int FROM pg_proc
-            WHERE oid = 'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+            WHERE oid = 'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
           11, 'occ.retry (form 3): sql and result are required, the rest have defaults');
 
 ------------------------------------------------------------------------
 -- occ.retry, form 4: CALL occ.retry(sql, result => r, attempts => a, slept => s, ...)
 ------------------------------------------------------------------------
 SELECT has_function('occ', 'retry',
-    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
-    'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text) exists');
+    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") exists');
 SELECT is_procedure('occ', 'retry',
-    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
     'occ.retry (form 4) is a procedure');
 SELECT isnt_strict('occ', 'retry',
-    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
     'occ.retry (form 4) is not strict');
 SELECT function_lang_is('occ', 'retry',
-    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
     'c', 'occ.retry (form 4) is written in C');
 SELECT is((SELECT proargnames FROM pg_proc
-            WHERE oid = 'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+            WHERE oid = 'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
           ARRAY['sql', 'result', 'attempts', 'slept', 'params', 'max_attempts', 'base', 'cap', 'jitter', 'factor', 'max_duration',
                 'isolation', 'retry_on', 'contention', 'key'],
           'occ.retry (form 4) argument names');
 SELECT is((SELECT proargmodes::text FROM pg_proc
-            WHERE oid = 'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+            WHERE oid = 'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
           '{i,b,b,b,i,i,i,i,i,i,i,i,i,i,i}', 'occ.retry (form 4): result, attempts and slept are INOUT, the rest IN');
 SELECT is((SELECT pronargdefaults::int FROM pg_proc
-            WHERE oid = 'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure),
+            WHERE oid = 'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
           11, 'occ.retry (form 4): sql, result, attempts and slept are required, the rest have defaults');
 
 ------------------------------------------------------------------------
@@ -322,8 +322,30 @@ SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.gate(text)'::regproc
           ARRAY['key'], 'occ.gate argument is named key');
 SELECT is((SELECT pronargdefaults::int FROM pg_proc WHERE oid = 'occ.gate(text)'::regprocedure),
           0, 'occ.gate: key has no default');
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace AND proname = 'gate'), 1,
-          'occ.gate has no overloads');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace AND proname = 'gate'), 2,
+          'occ.gate has two forms: one key, several keys');
+
+------------------------------------------------------------------------
+-- occ.gate(keys text[]) -> void, and occ.retry's key: "any"
+------------------------------------------------------------------------
+SELECT has_function('occ', 'gate', ARRAY['text[]'], 'occ.gate(text[]) exists');
+SELECT function_returns('occ', 'gate', ARRAY['text[]'], 'void', 'occ.gate(text[]) returns void');
+SELECT volatility_is('occ', 'gate', ARRAY['text[]'], 'volatile', 'occ.gate(text[]) is volatile');
+SELECT is_strict('occ', 'gate', ARRAY['text[]'], 'occ.gate(text[]) is strict');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.gate(text[])'::regprocedure),
+          'u', 'occ.gate(text[]) is parallel unsafe');
+SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.gate(text[])'::regprocedure),
+          ARRAY['keys'], 'occ.gate(text[]) argument is named keys');
+SELECT is((SELECT count(*)::int FROM pg_proc p, unnest(p.proargnames, p.proargtypes::oid[]) AS a(name, type)
+            WHERE p.pronamespace = 'occ'::regnamespace AND p.proname = 'retry' AND a.name = 'key' AND a.type = '"any"'::regtype),
+          4, 'the key argument of the four forms of occ.retry is "any" (one key or an array)');
+SELECT lives_ok($$ SELECT occ.gate(ARRAY['tap:a', 'tap:b', 'tap:a']) $$,
+                'occ.gate takes several keys, a repeated one once');
+SELECT throws_ok($$ SELECT occ.gate('{}'::text[]) $$, '22023', 'keys must not be empty',
+                 'occ.gate of no keys: 22023');
+SELECT throws_ok($$ SELECT occ.gate(ARRAY['a', NULL]) $$, '22004', 'keys must not contain NULL',
+                 'occ.gate of a NULL key: 22004');
+SELECT has_column('occ', 'stats', 'learned_key', 'occ.stats has column learned_key');
 
 ------------------------------------------------------------------------
 -- occ.last_retry() -> (attempts, slept, last_sqlstate, outcome, total_time, waited)
@@ -361,7 +383,7 @@ SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.stats(boolean)'::reg
 SELECT is((SELECT proargnames[1] FROM pg_proc WHERE oid = 'occ.stats(boolean)'::regprocedure),
           'showtext', 'occ.stats input is named showtext');
 SELECT is((SELECT proargmodes::text FROM pg_proc WHERE oid = 'occ.stats(boolean)'::regprocedure),
-          '{i,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o}', 'occ.stats has one IN argument and 23 OUT columns');
+          '{i,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o}', 'occ.stats has one IN argument and 24 OUT columns');
 SELECT is((SELECT proargnames[17:19] FROM pg_proc WHERE oid = 'occ.stats(boolean)'::regprocedure),
           ARRAY['queued', 'total_wait_time', 'max_wait_time'],
           'occ.stats outputs queued, total_wait_time and max_wait_time right after mean_sleep_time');
@@ -453,8 +475,8 @@ SELECT results_eq(
               ('queued', 'bigint'), ('total_wait_time', 'double precision'), ('max_wait_time', 'double precision'),
               ('total_time', 'double precision'), ('mean_time', 'double precision'),
               ('mean_attempts', 'double precision'), ('max_attempts', 'bigint'),
-              ('attempts_histogram', 'bigint[]') $$,
-    'occ.stats has exactly these 23 columns, in this order');
+              ('attempts_histogram', 'bigint[]'), ('learned_key', 'text') $$,
+    'occ.stats has exactly these 24 columns, in this order');
 SELECT has_column('occ', 'stats', 'userid',                 'occ.stats has column userid');
 SELECT col_type_is('occ', 'stats', 'userid',                 'oid',              'occ.stats.userid is oid');
 SELECT has_column('occ', 'stats', 'dbid',                   'occ.stats has column dbid');
@@ -560,13 +582,13 @@ SELECT ok(length(obj_description('occ.backoff(integer, interval, interval, text,
           'occ.backoff has a comment');
 SELECT ok(length(obj_description('occ.setseed(double precision)'::regprocedure, 'pg_proc')) > 0,
           'occ.setseed has a comment');
-SELECT ok(length(obj_description('occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure, 'pg_proc')) > 0,
+SELECT ok(length(obj_description('occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure, 'pg_proc')) > 0,
           'occ.retry (form 1) has a comment');
-SELECT ok(length(obj_description('occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure, 'pg_proc')) > 0,
+SELECT ok(length(obj_description('occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure, 'pg_proc')) > 0,
           'occ.retry (form 2) has a comment');
-SELECT ok(length(obj_description('occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure, 'pg_proc')) > 0,
+SELECT ok(length(obj_description('occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure, 'pg_proc')) > 0,
           'occ.retry (form 3) has a comment');
-SELECT ok(length(obj_description('occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)'::regprocedure, 'pg_proc')) > 0,
+SELECT ok(length(obj_description('occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure, 'pg_proc')) > 0,
           'occ.retry (form 4) has a comment');
 SELECT is((SELECT count(DISTINCT obj_description(oid, 'pg_proc'))::int FROM pg_proc
             WHERE pronamespace = 'occ'::regnamespace AND proname = 'retry'), 4,

@@ -1,9 +1,10 @@
 -- pg_occ API surface, part 3: privileges.  PUBLIC may use the schema, read
--- the views and run everything except occ.stats_reset; an ordinary role
--- created here (and rolled back with the rest) checks that in practice.
+-- the views and run everything except occ.stats_reset and occ.gate (which
+-- the owner grants to the roles that write what a key names); an ordinary
+-- role created here (and rolled back with the rest) checks that in practice.
 \ir begin.psql
 
-SELECT plan(63);
+SELECT plan(65);
 
 CREATE ROLE occ_tap_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
 
@@ -24,7 +25,7 @@ SELECT table_privs_are('occ', 'key_stats', 'public', ARRAY['SELECT'], 'PUBLIC ma
 SELECT table_privs_are('occ', 'key_stats', 'occ_tap_user', ARRAY['SELECT'], 'an ordinary role may only SELECT from occ.key_stats');
 
 ------------------------------------------------------------------------
--- Routines: EXECUTE for PUBLIC on all but occ.stats_reset
+-- Routines: EXECUTE for PUBLIC on all but occ.stats_reset and occ.gate
 ------------------------------------------------------------------------
 SELECT function_privs_are('occ', 'backoff',
     ARRAY['integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'double precision'],
@@ -32,21 +33,21 @@ SELECT function_privs_are('occ', 'backoff',
 SELECT function_privs_are('occ', 'setseed', ARRAY['double precision'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.setseed');
 SELECT function_privs_are('occ', 'retry',
-    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.retry (form 1)');
 SELECT function_privs_are('occ', 'retry',
-    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.retry (form 2)');
 SELECT function_privs_are('occ', 'retry',
-    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.retry (form 3)');
 SELECT function_privs_are('occ', 'retry',
-    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'text'],
+    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.retry (form 4)');
 SELECT function_privs_are('occ', 'attempt', ARRAY[]::name[],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.attempt');
 SELECT function_privs_are('occ', 'gate', ARRAY['text'],
-    'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.gate');
+    'public', ARRAY[]::name[], 'PUBLIC may not execute occ.gate');
 SELECT function_privs_are('occ', 'last_retry', ARRAY[]::name[],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.last_retry');
 SELECT function_privs_are('occ', 'stats', ARRAY['boolean'],
@@ -63,21 +64,21 @@ SELECT ok(has_function_privilege('occ_tap_user',
               'occ.backoff(integer, interval, interval, text, double precision, interval, double precision)', 'EXECUTE'),
           'an ordinary role may execute occ.backoff');
 SELECT ok(has_function_privilege('occ_tap_user',
-              'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)', 'EXECUTE'),
+              'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")', 'EXECUTE'),
           'an ordinary role may execute occ.retry (form 1)');
 SELECT ok(has_function_privilege('occ_tap_user',
-              'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)', 'EXECUTE'),
+              'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")', 'EXECUTE'),
           'an ordinary role may execute occ.retry (form 2)');
 SELECT ok(has_function_privilege('occ_tap_user',
-              'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)', 'EXECUTE'),
+              'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")', 'EXECUTE'),
           'an ordinary role may execute occ.retry (form 3)');
 SELECT ok(has_function_privilege('occ_tap_user',
-              'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)', 'EXECUTE'),
+              'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")', 'EXECUTE'),
           'an ordinary role may execute occ.retry (form 4)');
 SELECT ok(has_function_privilege('occ_tap_user', 'occ.attempt()', 'EXECUTE'),
           'an ordinary role may execute occ.attempt');
-SELECT ok(has_function_privilege('occ_tap_user', 'occ.gate(text)', 'EXECUTE'),
-          'an ordinary role may execute occ.gate');
+SELECT ok(NOT has_function_privilege('occ_tap_user', 'occ.gate(text)', 'EXECUTE'),
+          'an ordinary role may not execute occ.gate');
 -- the ACL of occ.stats_reset names no grantee but its owner
 SELECT is(
     ARRAY(SELECT a.grantee::regrole::text
@@ -85,6 +86,13 @@ SELECT is(
            WHERE p.oid = 'occ.stats_reset()'::regprocedure AND a.privilege_type = 'EXECUTE'
              AND a.grantee <> p.proowner),
     ARRAY[]::text[], 'EXECUTE on occ.stats_reset is granted to nobody but its owner');
+-- nor does that of occ.gate
+SELECT is(
+    ARRAY(SELECT a.grantee::regrole::text
+            FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+           WHERE p.oid = 'occ.gate(text)'::regprocedure AND a.privilege_type = 'EXECUTE'
+             AND a.grantee <> p.proowner),
+    ARRAY[]::text[], 'EXECUTE on occ.gate is granted to nobody but its owner');
 -- and every other routine keeps PUBLIC's EXECUTE
 SELECT is(
     ARRAY(SELECT p.oid::regprocedure::text
@@ -93,7 +101,8 @@ SELECT is(
              AND NOT EXISTS (SELECT 1 FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
                               WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
            ORDER BY 1),
-    ARRAY['occ.stats_reset()'], 'occ.stats_reset is the only routine in occ that PUBLIC may not execute');
+    ARRAY['occ.gate(text)', 'occ.gate(text[])', 'occ.stats_reset()'],
+    'occ.gate and occ.stats_reset are the only routines in occ that PUBLIC may not execute');
 
 ------------------------------------------------------------------------
 -- As an ordinary role
@@ -118,8 +127,9 @@ SELECT throws_ok($$ CALL occ.retry('SELECT 1', result => NULL, attempts => NULL,
                  'occ.retry cannot run in an atomic context',
                  'an ordinary role can call occ.retry (form 4): it gets past the privilege check');
 SELECT is(occ.attempt(), NULL::int, 'an ordinary role can call occ.attempt (NULL outside a body)');
--- the gate is a transaction-level lock, released by the final ROLLBACK
-SELECT lives_ok($$ SELECT occ.gate('occ_tap_user') $$, 'an ordinary role can call occ.gate');
+SELECT throws_ok($$ SELECT occ.gate('occ_tap_user') $$, '42501',
+                 'permission denied for function gate',
+                 'an ordinary role cannot call occ.gate');
 SELECT lives_ok('SELECT * FROM occ.last_retry()', 'an ordinary role can call occ.last_retry');
 SELECT lives_ok('SELECT * FROM occ.stats', 'an ordinary role can read occ.stats');
 SELECT lives_ok('SELECT * FROM occ.stats_info', 'an ordinary role can read occ.stats_info');
@@ -161,14 +171,23 @@ RESET ROLE;
 SELECT isnt(current_user::text, 'occ_tap_user', 'back to the original role');
 
 ------------------------------------------------------------------------
+-- occ.gate, granted: the role can take a gate (a transaction-level lock,
+-- released by the final ROLLBACK, as is the GRANT)
+------------------------------------------------------------------------
+GRANT EXECUTE ON FUNCTION occ.gate(text) TO occ_tap_user;
+SET LOCAL ROLE occ_tap_user;
+SELECT lives_ok($$ SELECT occ.gate('occ_tap_user') $$, 'a role granted EXECUTE on occ.gate can call it');
+RESET ROLE;
+
+------------------------------------------------------------------------
 -- Control: without EXECUTE, the same CALLs fail with 42501 (the REVOKE is
 -- rolled back with the rest)
 ------------------------------------------------------------------------
 REVOKE EXECUTE ON PROCEDURE
-    occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text),
-    occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text),
-    occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text),
-    occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text)
+    occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any"),
+    occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any"),
+    occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any"),
+    occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")
     FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION occ.attempt() FROM PUBLIC;
 SET LOCAL ROLE occ_tap_user;

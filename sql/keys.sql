@@ -1,0 +1,117 @@
+-- Keys (queue mode without a key): what the learner finds, and where a call
+-- waits.  Single-session: failures are made by the bodies themselves (a
+-- serialization failure raised in the first attempt of chosen calls);
+-- queueing behind other sessions is in test/specs/keys_*.spec.
+
+CREATE TABLE kcounter (id int PRIMARY KEY, n int NOT NULL DEFAULT 0);
+INSERT INTO kcounter SELECT i, 0 FROM generate_series(1, 100) AS i;
+
+-- fails (40001) in the first attempt when told to
+CREATE FUNCTION fail_first(really boolean) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF really AND occ.attempt() = 1 THEN
+    RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
+  END IF;
+END $$;
+
+-- the gates this backend holds, as the body sees them
+CREATE FUNCTION my_gates() RETURNS bigint LANGUAGE sql AS $$
+  SELECT count(*) FROM pg_locks
+   WHERE pid = pg_backend_pid() AND locktype = 'advisory' AND objsubid = 20291 AND granted $$;
+
+-- a call of the body that updates row $1, failing once when $1 is 42
+CREATE PROCEDURE kcall(id int) LANGUAGE plpgsql AS $$
+DECLARE r jsonb;
+BEGIN
+  CALL occ.retry('SELECT fail_first($1 = 42); UPDATE kcounter SET n = n + 1 WHERE id = $1; SELECT my_gates() AS gates',
+                 result => r, params => row(id), contention => 'queue', base => '1ms', cap => '1ms');
+  RAISE NOTICE 'id %: % gate(s)', id, r->0->>'gates';
+END $$;
+
+SELECT occ.stats_reset();
+SELECT occ.setseed(0.5);   -- no probe among the calls below
+
+-- 1. The learner's decision after a sequence of failures on one value.
+-- The body is unknown until it fails: the first failure on 42 makes the
+-- learner track the body and the values of the failed attempt; calls on
+-- other rows then count attempts that do not carry 42; the second failure
+-- on 42 makes ($1, 42) hot: the failures concentrate on it.
+SET client_min_messages = warning;
+CALL kcall(42);
+CALL kcall(1); CALL kcall(2); CALL kcall(3); CALL kcall(4);
+CALL kcall(5); CALL kcall(6); CALL kcall(7); CALL kcall(8);
+CALL kcall(42);
+SELECT learned_key FROM occ.stats WHERE query LIKE '%kcounter%';
+-- from now on a call that carries 42 takes the gate of (body, 42) before its
+-- first attempt (and commits at once); a call that does not runs ungated
+SET client_min_messages = notice;
+CALL kcall(42);
+CALL kcall(9);
+SELECT sum(n) AS updates FROM kcounter;
+
+-- 2. A value maps to one gate whatever the session's settings: the same
+-- instant under two TimeZones (and DateStyles) takes the same gate.  The
+-- body returns the gate it holds.
+CREATE TABLE kevent (at timestamptz PRIMARY KEY, n int NOT NULL DEFAULT 0);
+INSERT INTO kevent VALUES ('2026-01-01 12:00:00+00'), ('2026-01-02 12:00:00+00');
+CREATE PROCEDURE kevent_call(at timestamptz, INOUT gate text) LANGUAGE plpgsql AS $$
+DECLARE r jsonb;
+BEGIN
+  CALL occ.retry($b$SELECT fail_first($1 = '2026-01-01 12:00:00+00'); UPDATE kevent SET n = n + 1 WHERE at = $1;
+                   SELECT string_agg(classid || '/' || objid, ',') AS gate FROM pg_locks
+                    WHERE pid = pg_backend_pid() AND locktype = 'advisory' AND objsubid = 20291 AND granted$b$,
+                 result => r, params => row(at), contention => 'queue', base => '1ms', cap => '1ms');
+  gate := r->0->>'gate';
+END $$;
+SET TimeZone = 'UTC';
+CALL kevent_call('2026-01-01 12:00:00+00', NULL) \gset learning_
+CALL kevent_call('2026-01-02 12:00:00+00', NULL) \gset learning_
+CALL kevent_call('2026-01-02 12:00:00+00', NULL) \gset learning_
+CALL kevent_call('2026-01-01 12:00:00+00', NULL) \gset learning_
+-- learned: the instant, shown in the learning session's TimeZone
+SELECT learned_key FROM occ.stats WHERE query LIKE '%kevent%';
+CALL kevent_call('2026-01-01 12:00:00+00', NULL) \gset utc_
+SET TimeZone = 'America/New_York';
+SET DateStyle = 'SQL, DMY';
+CALL kevent_call('2026-01-01 07:00:00-05', NULL) \gset ny_
+SELECT :'utc_gate' IS NOT NULL AS gated_in_utc, :'utc_gate' = :'ny_gate' AS same_gate_in_new_york;
+RESET TimeZone;
+RESET DateStyle;
+
+-- 3. Only failures the call would retry heat a key: a body that fails with
+-- unique_violation (23505) at every call is not learned at all
+CREATE TABLE kunique (id int PRIMARY KEY);
+INSERT INTO kunique VALUES (1);
+CALL occ.retry('INSERT INTO kunique VALUES ($1)', params => row(1), contention => 'queue');
+CALL occ.retry('INSERT INTO kunique VALUES ($1)', params => row(1), contention => 'queue');
+CALL occ.retry('INSERT INTO kunique VALUES ($1)', params => row(1), contention => 'queue');
+SELECT calls, errors, queued, learned_key FROM occ.stats WHERE query LIKE '%kunique%';
+-- ... unless the call retries it: then it is contention like any other
+CALL occ.retry('INSERT INTO kunique VALUES ($1)', params => row(1), contention => 'queue',
+               retry_on => '{23505}', max_attempts => 12, base => '1ms', cap => '1ms');
+SELECT learned_key FROM occ.stats WHERE query LIKE '%kunique%';
+
+-- 4. A key given by the user always wins: no learning, its own gate
+CALL occ.retry('SELECT fail_first(true); SELECT my_gates() AS gates', result => NULL,
+               contention => 'queue', key => 'mine', base => '1ms', cap => '1ms');
+SELECT attempts, outcome FROM occ.last_retry();
+SELECT learned_key IS NULL AS nothing_learned FROM occ.stats WHERE query LIKE '%fail_first(true)%';
+
+-- 5. key takes one key, of any type (as its text), or an array of keys;
+-- bad input: 22023 or 22004, with a hint (the SQLSTATE echoed after each)
+CALL occ.retry('SELECT my_gates() AS gates', result => NULL, contention => 'queue',
+               key => ARRAY['keys:a', 'keys:b', 'keys:a']);
+CALL occ.retry('SELECT 1', contention => 'queue', key => 42);
+\set VERBOSITY default
+CALL occ.retry('SELECT 1', contention => 'queue', key => '{}'::text[]);
+\echo :LAST_ERROR_SQLSTATE
+CALL occ.retry('SELECT 1', contention => 'queue', key => ARRAY['a', NULL]);
+\echo :LAST_ERROR_SQLSTATE
+CALL occ.retry('SELECT 1', contention => 'queue', key => ARRAY['a', '']);
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+
+DROP PROCEDURE kcall(int);
+DROP PROCEDURE kevent_call(timestamptz, text);
+DROP TABLE kcounter, kevent, kunique;
+DROP FUNCTION fail_first(boolean), my_gates();

@@ -1,0 +1,112 @@
+#!/bin/bash
+# A dump restored by the database's owner, who is not a superuser (test/run.sh
+# runs it for each PostgreSQL version), from one cluster of our own into a
+# fresh one, both preloading pg_occ.  pg_occ is a trusted extension, so:
+#   - the owner of a database creates pg_occ in it alone, and pg_dump of that
+#     database (as its owner) gives a dump that the owner restores alone with
+#     pg_restore --exit-on-error, as it is, into a new database of a fresh
+#     cluster: the extension (owned by them, with its comment), a procedure
+#     that calls occ.retry and a view over occ.stats all work;
+#   - a GRANT on occ.stats_reset(), which only a superuser can give, is in
+#     the dump and only a superuser can restore it; and where a superuser
+#     created pg_occ before the restore (here in template1), the dump's
+#     COMMENT ON EXTENSION is for them only.  The README's list (pg_restore
+#     -L) leaves both out, and a superuser gives the GRANT again.
+# Uses PG_CONFIG (default: pg_config on the PATH); pg_occ must be installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=test/cluster.sh
+. test/cluster.sh
+
+fail() { echo "restore: FAIL: $*" >&2; exit 1; }
+base=$(mktemp -d)
+chmod 711 "$base"
+trap 'cluster_cleanup; rm -rf "$base"' EXIT
+old=$base/old new=$base/new
+
+# the roles of both clusters: the owner of the database, and a monitoring
+# role that a superuser lets reset the statistics
+roles="CREATE ROLE app_owner LOGIN; CREATE ROLE monitor LOGIN"
+for c in "$old" "$new"; do
+    cluster_init "$c" "shared_preload_libraries = 'pg_occ'"
+    cluster_start "$c"
+    cluster_psql "$c" -d postgres -c "$roles"
+done
+
+# the old cluster: app_owner makes and uses the database, pg_occ included
+cluster_psql "$old" -d postgres -c "CREATE DATABASE app OWNER app_owner"
+cluster_psql "$old" -U app_owner -d app <<'SQL'
+CREATE EXTENSION pg_occ;
+CREATE TABLE account (id int PRIMARY KEY, balance int NOT NULL);
+INSERT INTO account VALUES (1, 100), (2, 0);
+CREATE PROCEDURE transfer(amount int) LANGUAGE plpgsql AS $$
+BEGIN
+  CALL occ.retry('UPDATE account SET balance = balance - $1 WHERE id = 1;
+                  UPDATE account SET balance = balance + $1 WHERE id = 2', params => row(amount));
+END $$;
+CREATE VIEW transfer_calls AS
+  SELECT coalesce(sum(calls), 0) AS calls FROM occ.stats WHERE query LIKE 'UPDATE account%';
+CALL transfer(10);
+SQL
+[ "$(cluster_psql "$old" -U app_owner -d app -c "SELECT calls FROM transfer_calls")" = 1 ] ||
+    fail "the old cluster does not count the transfer"
+# as the owner: one dump as made, one after a superuser's GRANT
+pg_dump_app() { "$CLUSTER_BINDIR/pg_dump" -h "$old/sock" -p 5432 -U app_owner -Fc -f "$1" app; }
+pg_dump_app "$base/app.dump"
+cluster_psql "$old" -d app -c "GRANT EXECUTE ON FUNCTION occ.stats_reset() TO monitor"
+pg_dump_app "$base/granted.dump"
+
+# restore_as_owner DB DUMP [LIST]: pg_restore as app_owner into a new DB
+restore_as_owner() {
+    cluster_psql "$new" -d postgres -c "CREATE DATABASE $1 OWNER app_owner"
+    "$CLUSTER_BINDIR/pg_restore" -h "$new/sock" -p 5432 -U app_owner -d "$1" \
+        --exit-on-error ${3:+-L "$3"} "$2"
+}
+
+# check DB: the restored database works, for its owner, and so does pg_occ
+# (the extension's owner: OWNER)
+check() {
+    local db=$1 owner=$2 got version
+    got=$(cluster_psql "$new" -U app_owner -d "$db" -c "CALL transfer(5)" \
+              -c "SELECT string_agg(balance::text, ',' ORDER BY id) FROM account")
+    [ "$got" = "85,15" ] || fail "$db: balances after a transfer: $got"
+    got=$(cluster_psql "$new" -U app_owner -d "$db" -c "SELECT calls FROM transfer_calls")
+    [ "$got" -ge 1 ] || fail "$db: the view over occ.stats counts $got calls"
+    version=$(cluster_psql "$new" -d "$db" -c "SELECT default_version FROM pg_available_extensions WHERE name = 'pg_occ'")
+    got=$(cluster_psql "$new" -d "$db" -c "SELECT extowner::regrole, extversion, obj_description(oid, 'pg_extension') IS NOT NULL
+                                             FROM pg_extension WHERE extname = 'pg_occ'")
+    [ "$got" = "$owner|$version|t" ] || fail "$db: the extension (owner, version, has a comment): $got"
+}
+
+# the README's list: the dump's, less the GRANT on occ.stats_reset() and
+# the extension's comment
+"$CLUSTER_BINDIR/pg_restore" -l "$base/granted.dump" |
+    sed -e '/ ACL occ FUNCTION stats_reset()/s/^/;/' -e '/ COMMENT - EXTENSION pg_occ/s/^/;/' >"$base/app.list"
+[ "$(grep -c '^;.* \(ACL occ FUNCTION stats_reset()\|COMMENT - EXTENSION pg_occ\)' "$base/app.list")" = 2 ] ||
+    fail "the README's list does not leave out the GRANT and the comment: $(cat "$base/app.list")"
+
+# a dump as made: the owner restores it alone, as it is
+restore_as_owner app "$base/app.dump"
+check app app_owner
+echo "restore: the database's owner restored its dump alone"
+
+# a superuser's GRANT needs a superuser: with the README's list, the owner
+# restores the rest, and a superuser gives the GRANT again
+out=$(restore_as_owner app_acl "$base/granted.dump" 2>&1) && fail "the owner restored a superuser's GRANT"
+grep -q "permission denied for function stats_reset" <<<"$out" || fail "restoring the GRANT: $out"
+restore_as_owner app_granted "$base/granted.dump" "$base/app.list"
+check app_granted app_owner
+cluster_psql "$new" -d app_granted -c "GRANT EXECUTE ON FUNCTION occ.stats_reset() TO monitor"
+cluster_psql "$new" -U monitor -d app_granted -c "SELECT occ.stats_reset()" >/dev/null
+echo "restore: a superuser's GRANT on occ.stats_reset(): the owner left it out, a superuser gave it again"
+
+# a database where a superuser created pg_occ first: the list leaves out
+# the comment, which only the extension's owner may set
+cluster_psql "$new" -d template1 -c "CREATE EXTENSION pg_occ"
+out=$(restore_as_owner app_pre "$base/app.dump" 2>&1) && fail "the owner commented on a superuser's extension"
+grep -q "must be owner of extension pg_occ" <<<"$out" || fail "restoring the comment: $out"
+restore_as_owner app_pre2 "$base/granted.dump" "$base/app.list"
+check app_pre2 postgres
+echo "restore: into a database where a superuser created pg_occ, with the README's list"
+
+echo "restore: ok"
