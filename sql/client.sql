@@ -224,4 +224,18 @@ SELECT occ.stats_reset();
 SELECT count(*) AS after_reset FROM occ.key_stats;
 DROP ROLE occ_key_stats_role;
 
+-- pg_occ reads a failure's SQLSTATE from the server's log hook, which sees
+-- only logged errors: with log_min_messages above error, a WARNING (once
+-- per session) says that failures go unseen, and they make nothing queue
+SET log_min_messages = fatal;
+BEGIN;
+SET LOCAL occ.key = 'unlogged';
+DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict'; END $$;
+ROLLBACK;
+BEGIN;
+SET LOCAL occ.key = 'unlogged';
+SELECT * FROM my_gates;
+COMMIT;
+RESET log_min_messages;
+
 DROP VIEW my_gates;

@@ -60,8 +60,9 @@
  * emit_log_hook sees: PostgreSQL calls it for every error it logs, which
  * with log_min_messages at its default (warning), or at error or below, is
  * every error.  With log_min_messages at log, fatal or panic, errors are not
- * logged and reach no hook: failures then do not heat keys.  The counts go
- * to occ.key_stats (stats.c), under each key of the transaction.
+ * logged and reach no hook: failures then do not heat keys, and a WARNING
+ * says so, once per session.  The counts go to occ.key_stats (stats.c),
+ * under each key of the transaction.
  *
  * Whether a transaction queues is decided as for occ.retry's first attempt
  * (policy.c); holding the gate is gate.c's.
@@ -108,6 +109,7 @@ typedef struct OccFailedKey
 bool		occ_client_setting_key = false;
 
 static OccClientXact occ_xact;
+static bool occ_warned_unlogged = false;	/* the WARNING below, once */
 static MemoryContext occ_xact_cxt = NULL;	/* occ_xact's keys, reset at its end */
 static OccFailedKey occ_failed[OCC_FAILED_KEYS];
 static int	occ_failed_next = 0;	/* the slot to fill next, in a ring */
@@ -245,6 +247,24 @@ occ_client_check(VariableSetStmt *stmt, ProcessUtilityContext context)
 }
 
 /*
+ * occ_client_check_logged: errors reach emit_log_hook only when the server
+ * logs them: at log_min_messages error or below (LOG sorts below ERROR but
+ * logs fewer messages); else say once that failures go unseen
+ */
+static void
+occ_client_check_logged(void)
+{
+	if (occ_warned_unlogged || (log_min_messages != LOG && log_min_messages <= ERROR))
+		return;
+	occ_warned_unlogged = true;
+	ereport(WARNING,
+			(errmsg("failed transactions with occ.key go unseen while log_min_messages is \"%s\"",
+					GetConfigOption("log_min_messages", false, false)),
+			 errdetail("pg_occ reads the SQLSTATE of a failure from the server's log hook, which sees only the errors that are logged: the failures of these transactions neither heat their keys nor make this session's next transaction queue."),
+			 errhint("Set log_min_messages to error or lower (its default is warning).")));
+}
+
+/*
  * occ_client_begin: the transaction has set its keys: take their gates, in
  * the one order of every caller (gate.c), waiting in FIFO order, when one
  * of them is hot (as occ.retry's first attempt would) or failed in its last
@@ -264,6 +284,7 @@ occ_client_begin(const uint64 *hashes, char **keys, int nkeys)
 		occ_xact.keys[i] = MemoryContextStrdup(occ_xact_cxt, keys[i]);
 	occ_xact.userid = GetUserId();
 	occ_xact.nkeys = nkeys;
+	occ_client_check_logged();
 	for (int i = 0; i < nkeys; i++)
 		failed |= (occ_failed_find(hashes[i]) >= 0);
 	if (!failed && !occ_policy_gate_first(hashes, nkeys))
@@ -311,18 +332,29 @@ occ_client_end(bool committed)
 }
 
 /*
- * occ_client_set_key: SET LOCAL occ.key: check it, set it, then queue.  A
- * transaction may set its keys again, the same ones.
+ * occ_client_process_utility: SET LOCAL occ.key = ...: check it, set it
+ * (guc.c's check hook lets it through), then queue; every other statement
+ * passes through.  A transaction may set its keys again, the same ones.
  */
 static void
-occ_client_set_key(VariableSetStmt *stmt, ProcessUtilityContext context,
-				   ProcessUtility_hook_type next, PlannedStmt *pstmt,
-				   const char *queryString, bool readOnlyTree, ParamListInfo params,
-				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+occ_client_process_utility(PlannedStmt *pstmt, const char *queryString,
+						   bool readOnlyTree, ProcessUtilityContext context,
+						   ParamListInfo params, QueryEnvironment *queryEnv,
+						   DestReceiver *dest, QueryCompletion *qc)
 {
+	VariableSetStmt *stmt = (VariableSetStmt *) pstmt->utilityStmt;
+	ProcessUtility_hook_type next = occ_prev_process_utility ?
+		occ_prev_process_utility : standard_ProcessUtility;
 	uint64	   *hashes;
 	char	  **keys;
 	int			nkeys;
+
+	if (!IsA(stmt, VariableSetStmt) || stmt->kind != VAR_SET_VALUE ||
+		pg_strcasecmp(stmt->name, "occ.key") != 0)
+	{
+		next(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+		return;
+	}
 
 	occ_client_check(stmt, context);
 	nkeys = occ_client_keys(stmt, &hashes, &keys);
@@ -343,28 +375,6 @@ occ_client_set_key(VariableSetStmt *stmt, ProcessUtilityContext context,
 	PG_END_TRY();
 	if (occ_xact.nkeys == 0)
 		occ_client_begin(hashes, keys, nkeys);
-}
-
-/*
- * occ_client_process_utility: SET LOCAL occ.key = ... is ours; every other
- * statement passes through
- */
-static void
-occ_client_process_utility(PlannedStmt *pstmt, const char *queryString,
-						   bool readOnlyTree, ProcessUtilityContext context,
-						   ParamListInfo params, QueryEnvironment *queryEnv,
-						   DestReceiver *dest, QueryCompletion *qc)
-{
-	VariableSetStmt *stmt = (VariableSetStmt *) pstmt->utilityStmt;
-	ProcessUtility_hook_type next = occ_prev_process_utility ?
-		occ_prev_process_utility : standard_ProcessUtility;
-
-	if (IsA(stmt, VariableSetStmt) && stmt->kind == VAR_SET_VALUE &&
-		pg_strcasecmp(stmt->name, "occ.key") == 0)
-		occ_client_set_key(stmt, context, next, pstmt, queryString, readOnlyTree,
-						   params, queryEnv, dest, qc);
-	else
-		next(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 }
 
 /*

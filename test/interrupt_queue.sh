@@ -16,7 +16,8 @@ set -euo pipefail
 
 DB=occ_interrupt_queue
 fail() { echo "interrupt_queue: FAIL: $*" >&2; exit 1; }
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
+# shellcheck source=test/sessions.sh
+. "$(dirname "$0")/sessions.sh"
 
 dropdb --if-exists "$DB" && createdb "$DB"
 sql "CREATE EXTENSION pg_occ;
@@ -32,35 +33,9 @@ sql "CREATE EXTENSION pg_occ;
 
 HOLD="CALL occ.retry('SELECT conflict_until_gated(); SELECT pg_sleep(600)', contention => 'queue', key => 'k')"
 WAIT="CALL occ.retry('SELECT conflict_until_gated(); UPDATE hot SET v = v + 1', contention => 'queue', key => 'k')"
-declare -A client_pid
 
 # start NAME CALL [SETUP]: run CALL in the background as application NAME
-start() {
-    PGAPPNAME=$1 psql -X -q -d "$DB" -c "${3:-SET client_min_messages = warning}" -c "$2" >"/tmp/occ_q_$1.out" 2>&1 &
-    client_pid[$1]=$!
-}
-
-# wait_for NAME CONDITION: poll until NAME's backend satisfies CONDITION
-# (on pg_stat_activity a); print its pid
-wait_for() {
-    for _ in $(seq 1 600); do
-        pid=$(sql "SELECT pid FROM pg_stat_activity a WHERE application_name = '$1' AND $2")
-        [ -n "$pid" ] && { echo "$pid"; return; }
-        sleep 0.1
-    done
-    fail "$1 never reached: $2"
-}
-holding() { wait_for "$1" "wait_event = 'PgSleep' AND EXISTS (SELECT FROM pg_locks l WHERE l.pid = a.pid AND l.objsubid = 20291 AND l.granted)"; }
-queued() { wait_for "$1" "wait_event_type = 'Lock' AND wait_event = 'advisory'"; }
-
-# ended NAME: the client must exit within 30 s; print its output
-ended() {
-    for _ in $(seq 1 300); do
-        kill -0 "${client_pid[$1]}" 2>/dev/null || { wait "${client_pid[$1]}" || true; cat "/tmp/occ_q_$1.out"; return; }
-        sleep 0.1
-    done
-    fail "$1 still running 30 s after the interrupt"
-}
+start() { start_session "$1" -c "${3:-SET client_min_messages = warning}" -c "$2"; }
 
 start holder "$HOLD"
 holder=$(holding holder)
@@ -129,26 +104,10 @@ script=$(mktemp)
     for _ in 1 2 3; do echo "SET application_name = 'done';"; done
     echo "SELECT 'LEFT ' || count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND objsubid = 20291;"
 } >"$script"
-for i in 1 2 3 4; do
-    PGAPPNAME=storm$i psql -X -q -At -d "$DB" -f "$script" >"/tmp/occ_q_storm$i.out" 2>&1 &
-    client_pid[storm$i]=$!
-done
-cancels=0
-while kill -0 "${client_pid[storm1]}" 2>/dev/null || kill -0 "${client_pid[storm2]}" 2>/dev/null ||
-      kill -0 "${client_pid[storm3]}" 2>/dev/null || kill -0 "${client_pid[storm4]}" 2>/dev/null; do
-    n=$(sql "SELECT count(pg_cancel_backend(pid)) FROM (SELECT pid FROM pg_stat_activity
-              WHERE application_name LIKE 'storm%' AND state = 'active' ORDER BY random() LIMIT 2) s")
-    cancels=$((cancels + n))
-done
-succeeded=0
-for i in 1 2 3 4; do
-    wait "${client_pid[storm$i]}" || true
-    grep -q "^LEFT 0$" "/tmp/occ_q_storm$i.out" || fail "storm$i: a gate was left held: $(tail -3 "/tmp/occ_q_storm$i.out")"
-    succeeded=$((succeeded + $(grep -c "^DONE false$" "/tmp/occ_q_storm$i.out")))
-done
+cancels=$(cancel_storm "$script")
+succeeded=$(cat "$SESSIONS"/storm?.out | grep -c "^DONE false$" || true)
 v=$(sql "SELECT v FROM hot")
 echo "interrupt_queue: $cancels random cancels: $succeeded of $((4 * calls)) calls committed, counter $v, no gate left"
-[ "$cancels" -ge 10 ] || fail "only $cancels cancels were sent"
 [ "$v" = "$succeeded" ] || fail "counter $v != $succeeded committed calls"
 
 dropdb "$DB"

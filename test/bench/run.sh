@@ -21,6 +21,19 @@
 #                   (pessimistic_gate.sql) that call occ.gate('hot:1') first
 #   mixed-nogate    the same, the writers without occ.gate (pessimistic-1rt)
 #
+# The client mode's forms are the application's own transactions, run from
+# the client: read, work_ms of work in the client (pgbench's \sleep), write.
+#
+#   client-lock     SELECT ... FOR UPDATE (client_lock.sql, the reference)
+#   client-rr-retry REPEATABLE READ, retried at once by the client (pgbench
+#                   --max-tries, as an application's retry loop)
+#   client-rr-key   the same, beginning with SET LOCAL occ.key = 'hot:1'
+#                   (client_rr.sql with keyed=1)
+#
+# Their cluster logs errors (log_min_messages = error, without the
+# statement), as a server does by default: pg_occ reads the SQLSTATE of a
+# failed transaction from the server's log hook.
+#
 # Modes:
 #   contention  queue mode's targets: 16, 64 and 128 clients, 1 ms of work,
 #               pessimistic-1rt, occ-backoff, occ-queue and occ-queue-key
@@ -41,19 +54,25 @@
 #               each commit ONE update (pgbench -t 1); total attempts ("work")
 #               and the time until all are done.
 #   overhead    1 client, one UPDATE, bare vs CALL occ.retry.
+#   client      the application's own transactions (issue 17): client-lock,
+#               client-rr-retry and client-rr-key at 64 clients, 1 ms of
+#               work, side by side in --rounds interleaved rounds, medians;
+#               targets for client-rr-key: <= 1.2 attempts per commit,
+#               >= 0.9 x client-lock's commits/s, p99 <= 0.5 x client-lock's.
 #
 # The default run is the headline (about 4 minutes): the contention mode's
 # hot row at 64 clients for pessimistic-1rt, pgbench-retry, occ-backoff and
 # occ-queue (one round, no guards), then storm and burst.  --full runs every
-# mode (the sweep, fixed work, overhead, the full contention mode, storm and
-# burst: about 35 minutes); --quick runs them all briefly (CI).
+# mode (the sweep, fixed work, overhead, the full contention mode, client,
+# storm and burst: about 40 minutes); --quick runs them all briefly (CI).
 #
 # After every run the hot row must have grown by exactly the number of
 # commits pgbench counted (and, for occ forms, occ.stats must agree): if
 # not, the script stops with exit status 1.
 #
-# Attempts: pessimistic = pgbench transactions; pgbench-retry = transactions
-# + pgbench's "total number of retries"; occ-* = sum(attempts) of occ.stats
+# Attempts: pessimistic and client-lock = pgbench transactions;
+# pgbench-retry and client-rr-* = transactions + pgbench's "total number of
+# retries"; occ-* = sum(attempts) of occ.stats
 # (reset before each run; blank without shared_preload_libraries = pg_occ).
 #
 # Unless --existing is given, the script re-runs itself inside a throwaway
@@ -94,6 +113,11 @@ CONTENTION_CLIENTS="16 64 128"
 CONTENTION_FORMS="pessimistic-1rt occ-backoff occ-queue occ-queue-key"
 GUARD_CLIENTS=64
 ROUNDS=3
+CLIENT_CLIENTS=64
+CLIENT_WORK_MS=1
+CLIENT_FORMS="client-lock client-rr-retry client-rr-key"
+# the client forms log errors, as a server does by default (see the header)
+CLIENT_PGOPTIONS="-c log_min_messages=error -c log_min_error_statement=panic"
 HOT_PCT=100
 # storm (seed 001): STORM_CLIENTS connections take requests arriving at
 # STORM_RATE per second (Poisson).  On this benchmark's 2-core machine the
@@ -148,12 +172,14 @@ Usage: $0 [--quick | --full] [options]
                        about 35 minutes
   --quick              CI check (about 3 min): every mode briefly, every form, nothing lost
   --sweep-only | --fixed-work-only | --overhead-only | --contention-only |
-  --storm-only | --burst-only | --keys-only
+  --client-only | --storm-only | --burst-only | --keys-only
                        only these modes (may be combined; with their full
                        settings unless --quick).  Overhead: 1 client, one
                        UPDATE, bare vs CALL occ.retry with stats on and off,
                        interleaved, --duration s each, $OVERHEAD_REPS times;
                        contention: queue mode's targets and guard workloads;
+                       client: the application's own transactions with SET
+                       LOCAL occ.key against the lock and the client's retries;
                        storm, burst: see the header and storms.sh;
                        keys: see keys.sh
   --keys-clients N     clients of the keys mode (default: $KEYS_CLIENTS)
@@ -168,7 +194,8 @@ Usage: $0 [--quick | --full] [options]
   --reps R             fixed-work repetitions, averaged (default: $REPS)
   --contention-clients "16 64 128"  client counts of the contention mode
   --contention-forms "..."  its forms (default: $CONTENTION_FORMS)
-  --rounds R           interleaved rounds of the contention mode (default: $ROUNDS)
+  --rounds R           interleaved rounds of the contention and client modes (default: $ROUNDS)
+  --client-clients "64"  client counts of the client mode (default: $CLIENT_CLIENTS)
   --storm-clients N    connections of the storm mode (default: $STORM_CLIENTS)
   --storm-rate R       arrivals per second, Poisson (default: $STORM_RATE)
   --storm-phases "PRE STALL POST"  seconds before, of and after the stall
@@ -221,6 +248,7 @@ parse_args() {
 			--fixed-work-only) ONLY="$ONLY fixed" ;;
 			--overhead-only) ONLY="$ONLY overhead" ;;
 			--contention-only) ONLY="$ONLY contention" ;;
+			--client-only) ONLY="$ONLY client" ;;
 			--storm-only) ONLY="$ONLY storm" ;;
 			--burst-only) ONLY="$ONLY burst" ;;
 			--keys-only) ONLY="$ONLY keys" ;;
@@ -233,11 +261,11 @@ parse_args() {
 				CONTENTION_CLIENTS=64; ROUNDS=1; DO_GUARDS=0
 				CONTENTION_FORMS="pessimistic-1rt pgbench-retry occ-backoff occ-queue"
 			fi ;;
-		full) modes="sweep fixed overhead contention storm burst keys" ;;
+		full) modes="sweep fixed overhead contention client storm burst keys" ;;
 		quick)
-			modes="sweep fixed overhead contention storm burst keys"
+			modes="sweep fixed overhead contention client storm burst keys"
 			CLIENTS="1 8"; DURATION=1; FIXED_CLIENTS="1 10"; REPS=1
-			CONTENTION_CLIENTS=8; GUARD_CLIENTS=8; ROUNDS=1
+			CONTENTION_CLIENTS=8; GUARD_CLIENTS=8; ROUNDS=1; CLIENT_CLIENTS=8
 			STORM_CLIENTS=8; STORM_RATE=100; STORM_PRE=1; STORM_STALL=1; STORM_POST=1; STORM_HOLD=1
 			BURST_CLIENTS=20; BURST_WINDOW_MS=100; BURST_ROUNDS=1
 			KEYS_CLIENTS=8; KEYS_ROUNDS=1 ;;
@@ -257,6 +285,7 @@ parse_args() {
 			--contention-clients) CONTENTION_CLIENTS=$2; shift ;;
 			--contention-forms) CONTENTION_FORMS=$2; shift ;;
 			--rounds) ROUNDS=$2; shift ;;
+			--client-clients) CLIENT_CLIENTS=$2; shift ;;
 			--storm-clients) STORM_CLIENTS=$2; shift ;;
 			--storm-rate) STORM_RATE=$2; shift ;;
 			--storm-phases) read -r STORM_PRE STORM_STALL STORM_POST <<<"$2"; shift ;;
@@ -284,11 +313,12 @@ parse_args() {
 		esac
 		shift
 	done
-	DO_SWEEP=0; DO_FIXED=0; DO_OVERHEAD=0; DO_CONTENTION=0; DO_STORM=0; DO_BURST=0; DO_KEYS=0
+	DO_SWEEP=0; DO_FIXED=0; DO_OVERHEAD=0; DO_CONTENTION=0; DO_CLIENT=0; DO_STORM=0; DO_BURST=0; DO_KEYS=0
 	for arg in $modes; do
 		case $arg in
 			sweep) DO_SWEEP=1 ;; fixed) DO_FIXED=1 ;; overhead) DO_OVERHEAD=1 ;;
-			contention) DO_CONTENTION=1 ;; storm) DO_STORM=1 ;; burst) DO_BURST=1 ;; keys) DO_KEYS=1 ;;
+			contention) DO_CONTENTION=1 ;; client) DO_CLIENT=1 ;; storm) DO_STORM=1 ;; burst) DO_BURST=1 ;;
+			keys) DO_KEYS=1 ;;
 		esac
 	done
 	STORM_TOTAL=$((STORM_PRE + STORM_STALL + STORM_POST))
@@ -301,7 +331,8 @@ parse_args() {
 
 # uses_occ: do the selected forms (or the overhead mode) need the extension?
 uses_occ() {
-	[ "$DO_OVERHEAD" = 1 ] || [ "$DO_CONTENTION" = 1 ] || [ "$DO_STORM" = 1 ] || [ "$DO_BURST" = 1 ] || [ "$DO_KEYS" = 1 ] ||
+	[ "$DO_OVERHEAD" = 1 ] || [ "$DO_CONTENTION" = 1 ] || [ "$DO_CLIENT" = 1 ] || [ "$DO_STORM" = 1 ] ||
+		[ "$DO_BURST" = 1 ] || [ "$DO_KEYS" = 1 ] ||
 		{ [ $((DO_SWEEP + DO_FIXED)) -gt 0 ] && [[ " $FORMS " == *" occ-"* ]]; }
 }
 
@@ -386,6 +417,13 @@ set_form_args() {
 		mixed-nogate)
 			add_occ_defaults "$PGB/occ_retry.sql@1" queue
 			FORM_ARGS+=(-D "keyprefix='hot:'" -f "$PGB/pessimistic_1rt.sql@1") ;;
+		client-lock)
+			FORM_ARGS+=(-f "$PGB/client_lock.sql")
+			FORM_PGOPTIONS=$CLIENT_PGOPTIONS ;;
+		client-rr-retry | client-rr-key)
+			FORM_ARGS+=(-f "$PGB/client_rr.sql" -D "iso=$ISO" --max-tries="$MAX_ATTEMPTS"
+				-D "keyed=$([ "$form" = client-rr-key ] && echo 1 || echo 0)")
+			FORM_PGOPTIONS=$CLIENT_PGOPTIONS ;;
 		occ-*)
 			FORM_ARGS+=(-f "$PGB/occ_retry.sql" -D "iso=$ISO" -D "max_attempts=$MAX_ATTEMPTS" -D contention=backoff
 				-D "jitter=${form#occ-}" -D "base=$BASE" -D "cap=$CAP") ;;
@@ -478,7 +516,7 @@ run_one() {
 
 	case $form in
 		pessimistic* | bare | occ-bare-nostats | *-lock) attempts=$((commits + failed)) ;;
-		pgbench-retry) attempts=$((commits + failed + ${retries:-0})) ;;
+		pgbench-retry | client-rr-*) attempts=$((commits + failed + ${retries:-0})) ;;
 		occ-* | mixed-* | *-occ*) attempts=""
 			if [ "$STATS" = 1 ]; then
 				read -r attempts s_commits s_gave_up <<<"$(occ_stats)"
@@ -519,6 +557,7 @@ count_runs() {
 	echo $(( DO_SWEEP * nforms * nclients * nwork + DO_FIXED * nforms * nfixed * REPS +
 		DO_OVERHEAD * $(wc -w <<<"$OVERHEAD_FORMS") * OVERHEAD_REPS +
 		DO_CONTENTION * ROUNDS * ($(wc -w <<<"$CONTENTION_CLIENTS") * $(wc -w <<<"$CONTENTION_FORMS") + 8 * DO_GUARDS) +
+		DO_CLIENT * ROUNDS * $(wc -w <<<"$CLIENT_CLIENTS") * $(wc -w <<<"$CLIENT_FORMS") +
 		DO_STORM * STORM_ROUNDS * $(wc -w <<<"$STORM_FORMS") + DO_BURST * BURST_ROUNDS * $(wc -w <<<"$BURST_FORMS") +
 		DO_KEYS * KEYS_ROUNDS * $(keys_runs_per_round) ))
 }
@@ -585,6 +624,41 @@ contention() {
 			HOT_PCT=100 run_one guard-mixed "$form" "$GUARD_CLIENTS" 1 "$rep"
 		done
 	done
+}
+
+# client_mode: the application's own transactions (issue 17), the forms in
+# turn in every round, as in the contention mode
+client_mode() {
+	local rep clients form
+	for rep in $(seq "$ROUNDS"); do
+		for clients in $CLIENT_CLIENTS; do
+			# shellcheck disable=SC2086 # a list of forms
+			for form in $(in_turn "$rep" $CLIENT_FORMS); do
+				run_one client "$form" "$clients" "$CLIENT_WORK_MS" "$rep"
+			done
+		done
+	done
+}
+
+# client_table: the client mode's forms against client-lock, from the
+# medians and the paired ratios of each round
+client_table() {
+	echo
+	echo "### The application's own transactions: ${CLIENT_CLIENTS// /, } clients, $CLIENT_WORK_MS ms of work in the client, median of $ROUNDS interleaved ${DURATION}s rounds"
+	echo
+	echo "x client-lock: the median over rounds of the ratio to client-lock in the same round. Targets for client-rr-key: attempts/commit <= 1.2, commits/s >= 0.9 x client-lock, p99 <= 0.5 x client-lock."
+	echo
+	echo "| form | clients | commits/s | x client-lock | attempts/commit | p99 ms | p99 x client-lock | give-ups | targets |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"
+	join -j1 <(summarize client "$CLIENT_WORK_MS" commits_per_s attempts_per_commit p99_ms give_ups | awk '{ print $1 "/" $2, $0 }' | sort) \
+		<(join -j1 <(paired_ratio client "$CLIENT_WORK_MS" client-lock commits_per_s | awk '{ print $1 "/" $2, $3 }' | sort) \
+			<(paired_ratio client "$CLIENT_WORK_MS" client-lock p99_ms | awk '{ print $1 "/" $2, $3 }' | sort)) |
+		cut -d' ' -f2- | awk -v order="$CLIENT_FORMS" 'BEGIN { n = split(order, o, " "); for (i = 1; i <= n; i++) r[o[i]] = i }
+			{ print (($1 in r) ? r[$1] : 99), $0 }' | sort -k3,3n -k1,1n | cut -d' ' -f2- | awk '
+		{ verdict = ""
+		  if ($1 == "client-rr-key")
+			verdict = ($4 <= 1.2 && $7 >= 0.9 && $8 <= 0.5) ? "met" : "missed:" ($4 > 1.2 ? " attempts" : "") ($7 < 0.9 ? " commits" : "") ($8 > 0.5 ? " p99" : "")
+		  printf "| %s | %d | %.0f | %.3f | %.3f | %.0f | %.3f | %d | %s |\n", $1, $2, $3, $7, $4, $5, $8, $6, verdict }'
 }
 
 # contention_tables: queue mode's targets and guards, from the medians
@@ -790,6 +864,7 @@ report() {
 	{
 		echo "## pg_occ hot-row benchmark ($(date -u +%Y-%m-%d), $(nproc) cores, isolation $ISO, base $BASE, cap $CAP, max attempts $MAX_ATTEMPTS)"
 		[ "$DO_CONTENTION" = 1 ] && contention_tables
+		[ "$DO_CLIENT" = 1 ] && client_table
 		[ "$DO_STORM" = 1 ] && storm_table
 		[ "$DO_BURST" = 1 ] && burst_table
 		[ "$DO_KEYS" = 1 ] && keys_tables
@@ -823,6 +898,9 @@ report() {
 			plot contention 1 p99_ms "p99 latency (ms)" "Queue mode: p99 latency, work_ms=1" "contention-p99.png"
 			plot contention 1 attempts_per_commit "attempts per commit" "Queue mode: attempts per commit, work_ms=1" "contention-attempts.png"
 		fi
+	fi
+	if [ "$DO_CLIENT" = 1 ] && [ "$(wc -w <<<"$CLIENT_CLIENTS")" = 1 ]; then
+		bars client "$CLIENT_WORK_MS" "$CLIENT_CLIENTS" "Client-side transactions: $CLIENT_CLIENTS clients, $CLIENT_WORK_MS ms of work in the client" "client-c$CLIENT_CLIENTS.png"
 	fi
 	[ "$DO_STORM" = 1 ] && storm_plot
 	[ "$DO_BURST" = 1 ] && burst_plot
@@ -862,6 +940,7 @@ main() {
 	[ "$DO_FIXED" = 1 ] && fixed_work
 	[ "$DO_OVERHEAD" = 1 ] && prepare_db && overhead
 	[ "$DO_CONTENTION" = 1 ] && prepare_db && contention
+	[ "$DO_CLIENT" = 1 ] && prepare_db && client_mode
 	[ "$DO_STORM" = 1 ] && prepare_db && storm
 	[ "$DO_BURST" = 1 ] && prepare_db && burst
 	[ "$DO_KEYS" = 1 ] && prepare_db && keys

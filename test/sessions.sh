@@ -1,0 +1,71 @@
+# Helpers of the interrupt checks (test/interrupt_queue.sh,
+# test/interrupt_key.sh), sourced: real sessions run by psql in the
+# background, each under its own application_name, whose states are reached
+# by polling pg_stat_activity and pg_locks, never by sleeping a fixed time.
+# The caller sets DB and defines fail MESSAGE; the sessions' output goes to
+# $SESSIONS/NAME.out, removed at exit.
+# shellcheck shell=bash
+
+SESSIONS=$(mktemp -d)
+trap 'rm -rf "$SESSIONS"' EXIT
+declare -A client_pid
+
+sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
+
+# start_session NAME PSQL_ARGS...: run psql in the background as
+# application NAME, its output in $SESSIONS/NAME.out
+start_session() {
+    local name=$1
+    shift
+    PGAPPNAME=$name psql -X -q -d "$DB" "$@" >"$SESSIONS/$name.out" 2>&1 &
+    client_pid[$name]=$!
+}
+
+# wait_for NAME CONDITION: poll until NAME's backend satisfies CONDITION
+# (on pg_stat_activity a); print its pid
+wait_for() {
+    local pid
+    for _ in $(seq 1 600); do
+        pid=$(sql "SELECT pid FROM pg_stat_activity a WHERE application_name = '$1' AND $2")
+        [ -n "$pid" ] && { echo "$pid"; return; }
+        sleep 0.1
+    done
+    fail "$1 never reached: $2"
+}
+
+# holding NAME: NAME sleeps (pg_sleep) holding a gate; print its pid
+holding() { wait_for "$1" "wait_event = 'PgSleep' AND EXISTS (SELECT FROM pg_locks l WHERE l.pid = a.pid AND l.objsubid = 20291 AND l.granted)"; }
+
+# queued NAME: NAME waits for a gate (an advisory lock); print its pid
+queued() { wait_for "$1" "wait_event_type = 'Lock' AND wait_event = 'advisory'"; }
+
+# ended NAME: the client must exit within 30 s; print its output
+ended() {
+    for _ in $(seq 1 300); do
+        kill -0 "${client_pid[$1]}" 2>/dev/null || { wait "${client_pid[$1]}" || true; cat "$SESSIONS/$1.out"; return; }
+        sleep 0.1
+    done
+    fail "$1 still running 30 s after the interrupt"
+}
+
+# cancel_storm SCRIPT: run the psql SCRIPT in 4 sessions, storm1 to storm4,
+# and cancel 2 of their active statements at random, again and again, until
+# all have ended; print the number of cancels sent (at least 10, or fail)
+cancel_storm() {
+    local i n cancels=0
+    for i in 1 2 3 4; do
+        start_session "storm$i" -At -f "$1"
+    done
+    while kill -0 "${client_pid[storm1]}" 2>/dev/null || kill -0 "${client_pid[storm2]}" 2>/dev/null ||
+          kill -0 "${client_pid[storm3]}" 2>/dev/null || kill -0 "${client_pid[storm4]}" 2>/dev/null; do
+        n=$(sql "SELECT count(pg_cancel_backend(pid)) FROM (SELECT pid FROM pg_stat_activity
+                  WHERE application_name LIKE 'storm%' AND state = 'active' ORDER BY random() LIMIT 2) s")
+        cancels=$((cancels + n))
+    done
+    for i in 1 2 3 4; do
+        wait "${client_pid[storm$i]}" || true
+        grep -q "^LEFT 0$" "$SESSIONS/storm$i.out" || fail "storm$i: a gate was left held: $(tail -3 "$SESSIONS/storm$i.out")"
+    done
+    [ "$cancels" -ge 10 ] || fail "only $cancels cancels were sent"
+    echo "$cancels"
+}
