@@ -171,8 +171,7 @@ occ_result_receiver(MemoryContext cxt)
 }
 
 /* occ_result_too_big: the jsonb of the rows would exceed jsonb's limit */
-static void
-pg_noreturn
+pg_noreturn static void
 occ_result_too_big(OccResultReceiver *r, int64 fit)
 {
 	ereport(ERROR,

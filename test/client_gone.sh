@@ -14,7 +14,8 @@ set -euo pipefail
 
 DB=occ_client_gone
 fail() { echo "client_gone: FAIL: $*" >&2; exit 1; }
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
+# shellcheck source=test/sessions.sh
+. "$(dirname "$0")/sessions.sh"
 
 dropdb --if-exists "$DB" && createdb "$DB"
 sql "CREATE EXTENSION pg_occ;
@@ -32,24 +33,8 @@ HOLD="CALL occ.retry('SELECT conflict_until_gated(); SELECT pg_sleep(600)', cont
 WAIT="CALL occ.retry('SELECT conflict_until_gated(); UPDATE hot SET v = v + 1', contention => 'queue', key => 'k')"
 SLEEP="CALL occ.retry('UPDATE hot SET v = v + 1; SELECT 1 / 0', retry_on => '{22012}', contention => 'backoff',
                       jitter => 'none', base => '10 min', cap => '10 min')"
-declare -A client_pid
-
 # start NAME SETUP CALL: run CALL in the background as application NAME
-start() {
-    PGAPPNAME=$1 psql -X -q -d "$DB" -c "$2" -c "$3" >/dev/null 2>&1 &
-    client_pid[$1]=$!
-}
-
-# wait_for NAME CONDITION: poll until NAME's backend satisfies CONDITION
-# (on pg_stat_activity a); print its pid
-wait_for() {
-    for _ in $(seq 1 600); do
-        pid=$(sql "SELECT pid FROM pg_stat_activity a WHERE application_name = '$1' AND $2")
-        [ -n "$pid" ] && { echo "$pid"; return; }
-        sleep 0.1
-    done
-    fail "$1 never reached: $2"
-}
+start() { start_session "$1" -c "$2" -c "$3"; }
 
 # gone PID: the backend must end within 30 s
 gone() {
@@ -63,9 +48,9 @@ gone() {
 # 1. Queued, the client killed: once the gate passes to it, the call ends
 #    before its next attempt, and does not commit.
 start holder "SET client_min_messages = warning" "$HOLD"
-holder=$(wait_for holder "wait_event = 'PgSleep'")
+holder=$(holding holder)
 start waiter "SET client_min_messages = warning" "$WAIT"
-waiter=$(wait_for waiter "wait_event_type = 'Lock' AND wait_event = 'advisory'")
+waiter=$(queued waiter)
 kill -KILL "${client_pid[waiter]}"
 wait "${client_pid[waiter]}" 2>/dev/null || true
 sql "SELECT pg_cancel_backend($holder)" >/dev/null
@@ -76,9 +61,9 @@ echo "client_gone: a queued call whose client was killed ended before its next a
 
 # 2. With client_connection_check_interval, a queued call ends while it waits
 start holder "SET client_min_messages = warning" "$HOLD"
-holder=$(wait_for holder "wait_event = 'PgSleep'")
+holder=$(holding holder)
 start waiter "SET client_connection_check_interval = '100ms'" "$WAIT"
-waiter=$(wait_for waiter "wait_event_type = 'Lock' AND wait_event = 'advisory'")
+waiter=$(queued waiter)
 kill -KILL "${client_pid[waiter]}"
 wait "${client_pid[waiter]}" 2>/dev/null || true
 gone "$waiter"
