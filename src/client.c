@@ -254,7 +254,7 @@ occ_client_check(VariableSetStmt *stmt, ProcessUtilityContext context)
 static void
 occ_client_check_logged(void)
 {
-	if (occ_warned_unlogged || (log_min_messages != LOG && log_min_messages <= ERROR))
+	if (occ_warned_unlogged || (occ_log_min_messages() != LOG && occ_log_min_messages() <= ERROR))
 		return;
 	occ_warned_unlogged = true;
 	ereport(WARNING,

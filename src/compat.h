@@ -12,6 +12,7 @@
 #ifndef PG_OCC_COMPAT_H
 #define PG_OCC_COMPAT_H
 
+#include "miscadmin.h"
 #include "storage/lock.h"
 #include "utils/guc.h"
 
@@ -81,6 +82,16 @@
 #else
 #define occ_shmem_init_hash(name, nelems, info, flags) \
 	ShmemInitHash((name), (nelems), (nelems), (info), (flags))
+#endif
+
+/*
+ * occ_log_min_messages(): this process's log_min_messages.  19 made it one
+ * level per kind of process, an array indexed by BackendType.
+ */
+#if PG_VERSION_NUM >= 190000
+#define occ_log_min_messages() (log_min_messages[MyBackendType])
+#else
+#define occ_log_min_messages() (log_min_messages)
 #endif
 
 #endif							/* PG_OCC_COMPAT_H */
