@@ -9,10 +9,10 @@
 # repeated random cancels of such transactions leave no gate held and no
 # update lost or doubled.
 #
-# Real sessions: psql scripts that first fail a transaction with the key
-# (40001, raised explicitly), so that their next transaction with it takes
-# the gate whatever the key's temperature.  A holder takes the gate and
-# sleeps; waiters queue behind it.  States are reached by polling
+# Real sessions, driven step by step (test/sessions.sh): each first fails a
+# transaction with the key (40001, raised explicitly), so that its next
+# transaction with it takes the gate whatever the key's temperature; all do
+# so before a holder takes the gate and sleeps; waiters then queue behind it.  States are reached by polling
 # pg_stat_activity and pg_locks, never by sleeping a fixed time; "at once"
 # is checked loosely (within 30 s, against a 10-minute holder).
 set -euo pipefail
@@ -26,30 +26,30 @@ dropdb --if-exists "$DB" && createdb "$DB"
 sql "CREATE EXTENSION pg_occ;
      CREATE TABLE hot (id int PRIMARY KEY, v bigint NOT NULL); INSERT INTO hot VALUES (1, 0);"
 
-# a failed transaction with the key: the session's next one takes the gate
+# A failed transaction with the key: the session's next one takes the gate.
+# Every session fails one first, before the holder takes the gate: a
+# session that failed one while the gate was held could find the key hot
+# (recent failures of the others) and queue already there.
 PRIME="BEGIN; SET LOCAL occ.key = 'k';
 DO \$\$ BEGIN RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'priming'; END \$\$;
 ROLLBACK;"
-HOLD="$PRIME
-BEGIN; SET LOCAL occ.key = 'k'; SELECT pg_sleep(600); COMMIT;"
+HOLD="BEGIN; SET LOCAL occ.key = 'k'; SELECT pg_sleep(600); COMMIT;"
 # waits on the SET, then increments; says whether it still holds a gate
-WAIT="$PRIME
-BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL occ.key = 'k';
+WAIT="BEGIN ISOLATION LEVEL REPEATABLE READ; SET LOCAL occ.key = 'k';
 UPDATE hot SET v = v + 1 WHERE id = 1;
 COMMIT;
 SELECT 'LEFT ' || count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND objsubid = 20291;"
 
-# start NAME SCRIPT [SETUP]: run SCRIPT in the background as application NAME
-start() {
-    printf '%s\n%s\n' "${3:-SET client_min_messages = warning;}" "$2" >"$SESSIONS/$1.sql"
-    start_session "$1" -At -f "$SESSIONS/$1.sql"
-}
+for s in holder waiter timeout terminate next; do
+    open_session "$s" -At
+    step "$s" "SET client_min_messages = warning; $PRIME"
+done
 
-start holder "$HOLD"
+send holder "$HOLD"
 holder=$(holding holder)
 
 # what a queued transaction holds, and how it shows
-start waiter "$WAIT"
+send waiter "$WAIT"
 pid=$(queued waiter)
 state=$(sql "SELECT backend_xid IS NULL, backend_xmin IS NULL, pg_blocking_pids(pid) = ARRAY[$holder] FROM pg_stat_activity WHERE pid = $pid")
 locks=$(sql "SELECT string_agg(locktype || ':' || mode || ':' || granted, ',' ORDER BY locktype) FROM pg_locks WHERE pid = $pid")
@@ -60,6 +60,7 @@ echo "interrupt_key: queued backend: no xid, no xmin, blocked by the holder: $st
 # pg_cancel_backend: the SET fails, the transaction is aborted (its UPDATE is
 # refused, its COMMIT rolls back), and the session holds no gate
 sql "SELECT pg_cancel_backend($pid)" >/dev/null
+close_input waiter
 out=$(ended waiter)
 grep -q "canceling statement due to user request" <<<"$out" || fail "cancel: $out"
 grep -q "current transaction is aborted" <<<"$out" || fail "cancel: the transaction went on: $out"
@@ -67,33 +68,40 @@ grep -q "^LEFT 0$" <<<"$out" || fail "cancel: a gate was left held: $out"
 echo "interrupt_key: pg_cancel_backend ended the wait, aborted the transaction, no gate left"
 
 # statement_timeout (2 s) against a 10-minute holder
-start timeout "$WAIT" "SET client_min_messages = warning; SET statement_timeout = '2s';"
+send timeout "SET statement_timeout = '2s'; $WAIT"
+close_input timeout
 out=$(ended timeout)
 grep -q "canceling statement due to statement timeout" <<<"$out" || fail "statement_timeout: $out"
+grep -q "current transaction is aborted" <<<"$out" || fail "statement_timeout: the transaction went on: $out"
 grep -q "^LEFT 0$" <<<"$out" || fail "statement_timeout: a gate was left held: $out"
 echo "interrupt_key: statement_timeout ended the wait, no gate left"
 
 # pg_terminate_backend of a waiter
-start terminate "$WAIT"
+send terminate "$WAIT"
 pid=$(queued terminate)
 sql "SELECT pg_terminate_backend($pid)" >/dev/null
+close_input terminate
 out=$(ended terminate)
 grep -q "terminating connection due to administrator command" <<<"$out" || fail "terminate: $out"
 echo "interrupt_key: pg_terminate_backend ended the wait"
 
 # the holder is terminated: its transaction's gate goes with it, the next
 # waiter runs and commits
-start next "$WAIT"
+send next "$WAIT"
 queued next >/dev/null
 sql "SELECT pg_terminate_backend($holder)" >/dev/null
+close_input holder
 ended holder >/dev/null
+close_input next
 out=$(ended next)
 if ! grep -q "^LEFT 0$" <<<"$out" || grep -v priming <<<"$out" | grep -q ERROR; then
     fail "next waiter after the holder was terminated: $out"
 fi
-[ "$(sql "SELECT v FROM hot")" = 1 ] || fail "the next waiter's update is missing"
+v=$(sql "SELECT v FROM hot")
+[ "$v" = 1 ] || fail "the counter is $v: only the next waiter's update should have committed"
 echo "interrupt_key: the next waiter proceeded when the holder was terminated"
 [ "$(sql "SELECT count(*) FROM pg_locks WHERE objsubid = 20291")" = 0 ] || fail "a gate is still held"
+
 
 # repeated random cancels while 4 sessions pass the gate around, each
 # running REPEATABLE READ read-modify-writes with the key (a failed one is

@@ -108,7 +108,7 @@ test_here() {
 make_root() {
     local v=$1 suite=$2 dir=${OCC_ROOTS:-/var/cache/pg_occ-roots}
     local mirror=${OCC_MIRROR:-http://deb.debian.org/debian}
-    local tarball=$dir/$suite.tar release=${suite%+experimental} packages opts sources stamp
+    local tarball=$dir/$suite.tar release=${suite%+experimental} packages opts sources stamp try
     packages=$(test/setup.sh --pg "$v" --print-packages)
     opts=(--variant=apt "--include=${packages// /,}")
     sources=("$mirror")
@@ -133,13 +133,18 @@ make_root() {
     fi
     if ! command -v mmdebstrap >/dev/null; then
         [ -z "$no_install" ] || die "mmdebstrap is needed to make the $suite root"
-        apt-get update -qq >&2
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >&2
+        test/setup.sh --apt mmdebstrap >&2
     fi
     local start=$SECONDS
     echo "making the Debian $suite root for PostgreSQL $v: $tarball" >&2
-    rm -f "$dir/.$suite.new.tar"
-    mmdebstrap "${opts[@]}" "$release" "$dir/.$suite.new.tar" "${sources[@]}" >&2
+    # a network error is tried again, twice
+    for try in 1 2 3; do
+        rm -f "$dir/.$suite.new.tar"
+        ! mmdebstrap "${opts[@]}" "$release" "$dir/.$suite.new.tar" "${sources[@]}" >&2 || break
+        [ "$try" -lt 3 ] || die "could not make the $suite root"
+        echo "test/run.sh: mmdebstrap failed (try $try of 3), again in 20 s" >&2
+        sleep 20
+    done
     mv "$dir/.$suite.new.tar" "$tarball"
     echo "$stamp" >"$tarball.stamp"
     echo "made the $suite root in $((SECONDS - start)) s" >&2

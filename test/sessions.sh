@@ -3,12 +3,14 @@
 # background, each under its own application_name, whose states are reached
 # by polling pg_stat_activity and pg_locks, never by sleeping a fixed time.
 # The caller sets DB and defines fail MESSAGE; the sessions' output goes to
-# $SESSIONS/NAME.out, removed at exit.
+# $SESSIONS/NAME.out, removed at exit.  A session runs a script given at
+# its start (start_session), or what the test sends it, step by step
+# (open_session, send, step), until its input is closed (close_input).
 # shellcheck shell=bash
 
 SESSIONS=$(mktemp -d)
 trap 'rm -rf "$SESSIONS"' EXIT
-declare -A client_pid
+declare -A client_pid session_in
 
 sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
 
@@ -17,8 +19,38 @@ sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
 start_session() {
     local name=$1
     shift
-    PGAPPNAME=$name psql -X -q -d "$DB" "$@" >"$SESSIONS/$name.out" 2>&1 &
+    (
+        # not the input of the other sessions: they end when we close it
+        for fd in "${session_in[@]}"; do eval "exec $fd>&-"; done
+        PGAPPNAME=$name exec psql -X -q -d "$DB" "$@"
+    ) >"$SESSIONS/$name.out" 2>&1 &
     client_pid[$name]=$!
+}
+
+# open_session NAME PSQL_ARGS...: a session as application NAME that runs
+# what send and step give it, until close_input NAME
+open_session() {
+    local name=$1 fd
+    shift
+    mkfifo "$SESSIONS/$name.in"
+    start_session "$name" "$@" -f "$SESSIONS/$name.in"
+    exec {fd}<>"$SESSIONS/$name.in"
+    session_in[$name]=$fd
+}
+
+# send NAME SQL: give SQL to NAME's session, without waiting for it
+send() { printf '%s\n' "$2" >&"${session_in[$1]}"; }
+
+# step NAME SQL: give SQL to NAME's session and wait until it has run it
+step() {
+    local mark="step $RANDOM$RANDOM done"
+    send "$1" "$2"
+    send "$1" "\\echo '$mark'"
+    for _ in $(seq 1 600); do
+        grep -q "^$mark\$" "$SESSIONS/$1.out" && return
+        sleep 0.1
+    done
+    fail "$1 never ran: $2"
 }
 
 # wait_for NAME CONDITION: poll until NAME's backend satisfies CONDITION
@@ -38,6 +70,13 @@ holding() { wait_for "$1" "wait_event = 'PgSleep' AND EXISTS (SELECT FROM pg_loc
 
 # queued NAME: NAME waits for a gate (an advisory lock); print its pid
 queued() { wait_for "$1" "wait_event_type = 'Lock' AND wait_event = 'advisory'"; }
+
+# close_input NAME: end an open session's input (not in a subshell: the
+# session ends when its last writer closes it), for ended to wait for it
+close_input() {
+    eval "exec ${session_in[$1]}>&-"
+    unset "session_in[$1]"
+}
 
 # ended NAME: the client must exit within 30 s; print its output
 ended() {

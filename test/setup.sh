@@ -2,13 +2,32 @@
 # Installs what pg_occ needs on a fresh Debian machine (as root), then
 # builds and installs pg_occ for one PostgreSQL version (default 15, the
 # version of Debian 12).  Packages already present are not reinstalled.
-# Usage: test/setup.sh [--pg VERSION] [--no-install] [--werror]
+# Usage: test/setup.sh [--pg VERSION] [--no-install] [--werror] | --print-packages | --apt PACKAGE...
 #   --no-install      build and install only
 #   --werror          rebuild everything; a compiler warning fails the build
 #                     (test/run.sh)
 #   --print-packages  print the Debian packages needed, and stop
+#   --apt PACKAGE...  install these Debian packages only (test/run.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# apt_install PACKAGE...: install from Debian's archive.  On a machine just
+# booted, apt's daily jobs can hold its locks for a while: wait for the
+# dpkg lock, and try the whole again a few times (apt-get update does not
+# wait for its own lock).
+apt_install() {
+    local try
+    for try in 1 2 3 4 5 6; do
+        if apt-get -o DPkg::Lock::Timeout=300 update -qq &&
+           DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq "$@"; then
+            return
+        fi
+        echo "test/setup.sh: apt-get failed (try $try of 6), again in 20 s" >&2
+        sleep 20
+    done
+    echo "test/setup.sh: could not install $*" >&2
+    exit 1
+}
 
 pg=15
 install=yes
@@ -19,7 +38,8 @@ while [ $# -gt 0 ]; do
         --no-install) install=no; shift ;;
         --werror) copt=-Werror; shift ;;
         --print-packages) install=print; shift ;;
-        *) echo "usage: $0 [--pg VERSION] [--no-install] [--werror] [--print-packages]" >&2; exit 2 ;;
+        --apt) shift; apt_install "$@"; exit ;;
+        *) echo "usage: $0 [--pg VERSION] [--no-install] [--werror] [--print-packages] [--apt PACKAGE...]" >&2; exit 2 ;;
     esac
 done
 
@@ -41,9 +61,8 @@ case $install in
         command -v node >/dev/null || missing="$missing nodejs"
         command -v npm >/dev/null || missing="$missing npm"
         if [ -n "$missing" ]; then
-            apt-get update -qq
             # shellcheck disable=SC2086
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing
+            apt_install $missing
         fi
         ;;
 esac
