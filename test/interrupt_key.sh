@@ -122,7 +122,6 @@ script=$(mktemp)
         echo "INSERT INTO committed DEFAULT VALUES;"
         echo "COMMIT;"
     done
-    echo "SELECT 'LEFT ' || count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND objsubid = 20291;"
 } >"$script"
 cancels=$(cancel_storm "$script")
 read -r v committed < <(sql "SELECT v, (SELECT count(*) FROM committed) FROM hot" | tr '|' ' ')

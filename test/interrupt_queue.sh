@@ -99,10 +99,6 @@ script=$(mktemp)
         echo "CALL occ.retry('SELECT conflict_until_gated(); SELECT pg_sleep(0.005); UPDATE hot SET v = v + 1', contention => 'queue', key => 'k');"
         echo "\\echo DONE :ERROR"
     done
-    # out of the canceller's reach (it cancels the storm's active sessions)
-    # before the check; repeated, in case a cancel hits the SET itself
-    for _ in 1 2 3; do echo "SET application_name = 'done';"; done
-    echo "SELECT 'LEFT ' || count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND objsubid = 20291;"
 } >"$script"
 cancels=$(cancel_storm "$script")
 succeeded=$(cat "$SESSIONS"/storm?.out | grep -c "^DONE false$" || true)
