@@ -159,6 +159,7 @@ DO_GUARDS=1
 REPORT_ONLY=0
 EXISTING=0
 KEEP_LOGS=0
+DURABLE=0
 
 usage() {
 	cat <<EOF
@@ -211,6 +212,8 @@ Usage: $0 [--quick | --full] [options]
   --burst-tick US      seed 003's tick, for the backoff delays (default: $BURST_TICK_US)
   --burst-forms "..."  (default: $BURST_FORMS)
   --burst-rounds R     (default: $BURST_ROUNDS)
+  --durable            commits wait for the disk (fsync and synchronous_commit
+                       on; the default turns both off, to measure contention)
   --report-only        no runs: the tables and plots again from --out's results.csv
                        (with the same mode options as the run)
   --max-attempts N     occ.retry max_attempts and pgbench --max-tries (default: $MAX_ATTEMPTS)
@@ -308,6 +311,7 @@ parse_args() {
 			--out) OUT=$2; shift ;;
 			--keep-logs) KEEP_LOGS=1 ;;
 			--existing) EXISTING=1 ;;
+			--durable) DURABLE=1 ;;
 			-h | --help) usage 0 ;;
 			*) echo "unknown option: $1" >&2; usage 2 ;;
 		esac
@@ -339,11 +343,17 @@ uses_occ() {
 # enter_cluster ARGS...: re-run this script inside a throwaway cluster, unless
 # we are already inside one (or --existing).  The settings keep the server
 # log quiet (every serialization failure is an ERROR) and commits off the
-# disk's fsync, so that the runs measure contention rather than the disk.
+# disk's fsync, so that the runs measure contention rather than the disk;
+# with --durable, every commit waits for its WAL flush.
 enter_cluster() {
 	[ "$EXISTING" = 1 ] && return
 	[ -n "${OCC_BENCH_CLUSTER:-}" ] && return
-	local opts=(-t -o max_connections=300 -o synchronous_commit=off -o log_min_messages=log)
+	local opts=(-t -o max_connections=300 -o log_min_messages=log)
+	if [ "$DURABLE" = 1 ]; then
+		opts+=(-o fsync=on -o synchronous_commit=on)
+	else
+		opts+=(-o synchronous_commit=off)
+	fi
 	if [ -e "$(pg_config --pkglibdir)/pg_occ.so" ]; then
 		opts+=(-o shared_preload_libraries=pg_occ)
 	elif uses_occ; then
@@ -862,7 +872,7 @@ report() {
 	[ -f "$OUT/storm.csv" ] || DO_STORM=0
 	[ "$DO_STORM" = 1 ] && STORM_RUN_FORMS=$(for f in $STORM_FORMS; do awk -F, -v f="$f" '$1 == f { print f; exit }' "$OUT/storm.csv"; done | xargs)
 	{
-		echo "## pg_occ hot-row benchmark ($(date -u +%Y-%m-%d), $(nproc) cores, isolation $ISO, base $BASE, cap $CAP, max attempts $MAX_ATTEMPTS)"
+		echo "## pg_occ hot-row benchmark ($(date -u +%Y-%m-%d), $(nproc) cores, isolation $ISO, base $BASE, cap $CAP, max attempts $MAX_ATTEMPTS, commits $([ "$DURABLE" = 1 ] && echo "durable: fsync and synchronous_commit on" || echo "not durable: synchronous_commit off"))"
 		[ "$DO_CONTENTION" = 1 ] && contention_tables
 		[ "$DO_CLIENT" = 1 ] && client_table
 		[ "$DO_STORM" = 1 ] && storm_table
