@@ -939,7 +939,7 @@ report() {
 		echo "Tables: $OUT/results.md (printed above); data: $OUT/results.csv$([ "$DO_STORM" = 1 ] && echo ", $OUT/storm.csv, $OUT/storm-timeline.csv")"
 		echo "Plots:"
 		for png in "$OUT"/*.png; do
-			[ -e "$png" ] && echo "  $png"
+			[ ! -e "$png" ] || echo "  $png"
 		done
 	} >&2
 }
