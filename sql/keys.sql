@@ -111,7 +111,36 @@ CALL occ.retry('SELECT 1', contention => 'queue', key => ARRAY['a', '']);
 \echo :LAST_ERROR_SQLSTATE
 \set VERBOSITY terse
 
+-- 6. While the body is hot (every call fails, on no value in particular),
+-- failures on one value do not make that value hot: under a hot body only
+-- the probes run ungated, too few to say where failures concentrate, and a
+-- value made hot would let every other call run ungated.  The body says
+-- what was learned at each attempt, after the failures before it.
+CREATE FUNCTION fail_upto(n int) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF occ.attempt() > 1 THEN
+    RAISE NOTICE 'attempt %: learned %', occ.attempt(),
+      (SELECT learned_key FROM occ.stats WHERE query LIKE '%fail_upto(CASE%');
+  END IF;
+  IF occ.attempt() <= n THEN
+    RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
+  END IF;
+END $$;
+CREATE PROCEDURE kbody(id int) LANGUAGE plpgsql AS $$
+BEGIN
+  CALL occ.retry('SELECT fail_upto(CASE WHEN $1 = 42 THEN 3 ELSE 1 END)', params => row(id),
+                 contention => 'queue', base => '1ms', cap => '1ms');
+END $$;
+SET client_min_messages = warning;
+DO $$ BEGIN FOR i IN 1..20 LOOP CALL kbody(i); END LOOP; END $$;
+SELECT learned_key FROM occ.stats WHERE query LIKE '%fail_upto(CASE%';
+DO $$ BEGIN FOR i IN 1..3 LOOP CALL kbody(42); END LOOP; END $$;
+SET client_min_messages = notice;
+CALL kbody(42);
+SELECT learned_key FROM occ.stats WHERE query LIKE '%fail_upto(CASE%';
+
 DROP PROCEDURE kcall(int);
 DROP PROCEDURE kevent_call(timestamptz, text);
 DROP TABLE kcounter, kevent, kunique;
-DROP FUNCTION fail_first(boolean), my_gates();
+DROP PROCEDURE kbody(int);
+DROP FUNCTION fail_first(boolean), fail_upto(int), my_gates();

@@ -35,7 +35,12 @@
  * often.  It takes OCC_LEARN_BODY_MIN failures, so that values have their
  * chance first: serialising the whole body is the last resort; a probe
  * that runs beside a holder of the body's gate fails that often only when
- * every call touches the same row.
+ * every call touches the same row.  While the body is hot, no value becomes
+ * hot: its failures are then those of a few probes (and of the calls that
+ * a successful probe overtook), too few to say where they concentrate, and
+ * a value made hot by chance would end the body's heat and let every call
+ * that does not carry it run ungated, into the row they all touch.  Values
+ * have their chance again once the body's probes stop failing.
  *
  * A call's keys are then the body with each value it carries at a position
  * where it is hot, as a pair or as a value (the rows of a transfer, the ids
@@ -339,6 +344,7 @@ occ_learn_value_counts(const OccLearnBody *slot, uint64 value, OccLearnCounts *s
 static void
 occ_learn_decide(OccLearnBody *slot)
 {
+	bool		body_hot = slot->hot;
 	bool		any = false;
 
 	for (int i = 0; i < OCC_LEARN_VALUES; i++)
@@ -354,9 +360,9 @@ occ_learn_decide(OccLearnBody *slot)
 			continue;
 		occ_learn_value_counts(slot, p->value, &value, &error);
 		p->hot = p->hot ? occ_learn_stays(slot, &p->n) :
-			occ_learn_concentrates(slot, &p->n, p->error);
+			!body_hot && occ_learn_concentrates(slot, &p->n, p->error);
 		p->value_hot = p->value_hot ? occ_learn_stays(slot, &value) :
-			occ_learn_concentrates(slot, &value, error);
+			!body_hot && occ_learn_concentrates(slot, &value, error);
 		any |= (p->hot || p->value_hot) && !p->constant;
 	}
 	if (any)
