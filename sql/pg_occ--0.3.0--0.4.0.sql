@@ -137,7 +137,9 @@ CREATE FUNCTION occ.stats(
     OUT mean_attempts          double precision,
     OUT max_attempts           bigint,
     OUT attempts_histogram     bigint[],
-    OUT learned_key            text)
+    OUT learned_key            text,
+    OUT batched                bigint,
+    OUT mean_batch_size        double precision)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'occ_stats'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -149,7 +151,7 @@ CREATE VIEW occ.stats AS
     SELECT * FROM occ.stats(true);
 
 COMMENT ON VIEW occ.stats IS
-'retry statistics of occ.retry per role, database and transaction text; times in milliseconds; queued counts calls that took the gate of their key (queue mode); attempts_histogram counts calls that took 1, 2, 3-4, 5-8, 9-16 and 17 or more attempts; learned_key says which parameter values queue mode found hot for calls without a key ($n = value, or body), NULL when none';
+'retry statistics of occ.retry per role, database and transaction text; times in milliseconds; queued counts calls that took the gate of their key (queue mode); attempts_histogram counts calls that took 1, 2, 3-4, 5-8, 9-16 and 17 or more attempts; learned_key says which parameter values queue mode found hot for calls without a key ($n = value, or body), NULL when none; batched counts calls that committed in a batch with others (contention mode batch), mean_batch_size the mean number of calls in their batches';
 
 GRANT SELECT ON occ.stats TO PUBLIC;
 

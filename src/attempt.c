@@ -177,24 +177,21 @@ occ_attempt_check_isolation(const OccRetrySpec *spec)
 }
 
 /*
- * occ_attempt_statements: run the body's statements (*body, the kept plans,
- * is opened on the first attempt: a syntax error counts as a failed
- * attempt), their rows going to dest
+ * occ_attempt_statements: run the body's statements with params, their rows
+ * going to dest
  */
 static void
-occ_attempt_statements(const OccRetrySpec *spec, OccBody **body, DestReceiver *dest)
+occ_attempt_statements(OccBody *body, ParamListInfo params, DestReceiver *dest)
 {
 	SPIExecuteOptions options;
 
 	memset(&options, 0, sizeof(options));
-	options.params = spec->params;
+	options.params = params;
 	options.dest = dest;
 
-	if (*body == NULL)
-		*body = occ_body_open(spec->sql, spec->sql_hash, spec->nargs, spec->argtypes);
-	for (int i = 0; i < occ_body_nstmts(*body); i++)
+	for (int i = 0; i < occ_body_nstmts(body); i++)
 	{
-		int			rc = SPI_execute_plan_extended(occ_body_plan(*body, i), &options);
+		int			rc = SPI_execute_plan_extended(occ_body_plan(body, i), &options);
 
 		if (rc == SPI_ERROR_TRANSACTION)
 			ereport(ERROR,
@@ -212,6 +209,40 @@ occ_attempt_statements(const OccRetrySpec *spec, OccBody **body, DestReceiver *d
 }
 
 /*
+ * occ_attempt_body: run a body (opened already) with params as attempt
+ * number (what occ.attempt() says meanwhile), its rows going to dest: for
+ * the calls a batch's leader runs (lead.c)
+ */
+void
+occ_attempt_body(OccBody *body, ParamListInfo params, int number, DestReceiver *dest)
+{
+	int			outer = occ_current_attempt;
+
+	occ_current_attempt = number;
+	PG_TRY();
+	{
+		occ_attempt_statements(body, params, dest);
+	}
+	PG_FINALLY();
+	{
+		occ_current_attempt = outer;
+	}
+	PG_END_TRY();
+}
+
+/*
+ * occ_attempt_set_isolation: set the session's transaction_isolation to the
+ * call's, on a transaction that has no snapshot yet (as each attempt does)
+ */
+void
+occ_attempt_set_isolation(const OccRetrySpec *spec)
+{
+	(void) set_config_option("transaction_isolation", spec->isolation,
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SET,
+							 true, 0, false);
+}
+
+/*
  * occ_attempt_run: run the body once, as attempt number, as a whole
  * transaction and commit it.  Returns true if it committed; otherwise fills
  * *failure with the error, copied into attemptcxt, the failed transaction
@@ -222,22 +253,25 @@ occ_attempt_statements(const OccRetrySpec *spec, OccBody **body, DestReceiver *d
  * rows are collected: *result is the committed attempt's, as jsonb in
  * attemptcxt, or NULL when no statement returned rows.  A failed attempt's
  * rows are not kept, not even until the next attempt.
+ *
+ * before_commit, if not NULL, is called with arg after the body, before
+ * the commit (a batch's leader runs the other calls' bodies there); its
+ * errors fail the attempt.
  */
 bool
 occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
-				MemoryContext attemptcxt, Jsonb **result, OccAttemptFailure *failure)
+				MemoryContext attemptcxt, Jsonb **result, OccAttemptFailure *failure,
+				void (*before_commit) (void *), void *arg)
 {
 	ResourceOwner oldowner = CurrentResourceOwner;
 	volatile bool in_subxact = false;
-	volatile bool body_failed = false;
+	volatile bool committing = false;
 	ErrorData  *edata = NULL;
 	DestReceiver *volatile rows = NULL;
 	const char *foreign;
 
 	/* A new transaction without a snapshot yet: the level can still change */
-	(void) set_config_option("transaction_isolation", spec->isolation,
-							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SET,
-							 true, 0, false);
+	occ_attempt_set_isolation(spec);
 
 	BeginInternalSubTransaction(NULL);
 	in_subxact = true;
@@ -252,7 +286,10 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 	occ_foreign_watch();
 	PG_TRY();
 	{
-		occ_attempt_statements(spec, body, rows != NULL ? rows : None_Receiver);
+		/* a syntax error when opening counts as a failed attempt */
+		if (*body == NULL)
+			*body = occ_body_open(spec->sql, spec->sql_hash, spec->nargs, spec->argtypes);
+		occ_attempt_statements(*body, spec->params, rows != NULL ? rows : None_Receiver);
 		if (rows != NULL)
 		{
 			/* before the commit: if it cannot be made, the attempt rolls back */
@@ -266,8 +303,11 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 		in_subxact = false;
 		MemoryContextSwitchTo(attemptcxt);
 		CurrentResourceOwner = oldowner;
+		if (before_commit != NULL)
+			before_commit(arg);
 
 		/* SSI may fail here; SPI_commit then starts a new transaction */
+		committing = true;
 		SPI_commit();
 	}
 	PG_CATCH();
@@ -280,7 +320,6 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 			RollbackAndReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(attemptcxt);
 			CurrentResourceOwner = oldowner;
-			body_failed = true;
 		}
 	}
 	PG_END_TRY();
@@ -300,10 +339,10 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 	}
 
 	/* A failed COMMIT has already rolled back; a failed statement has not */
-	if (body_failed)
+	if (!committing)
 		SPI_rollback();
 	failure->edata = edata;
-	failure->at_commit = !body_failed;
+	failure->at_commit = committing;
 	failure->foreign_table = foreign ? MemoryContextStrdup(attemptcxt, foreign) : NULL;
 	return false;
 }

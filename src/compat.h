@@ -14,6 +14,8 @@
 
 #include "miscadmin.h"
 #include "storage/lock.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "utils/guc.h"
 
 /* We rely on shmem_request_hook, MarkGUCPrefixReserved and pg_prng, all new in 15. */
@@ -93,5 +95,64 @@
 #else
 #define occ_log_min_messages() (log_min_messages)
 #endif
+
+/*
+ * occ_my_procno(): this backend's index among the PGPROCs, which indexes
+ * pg_occ's per-backend slots.  17 renamed it MyProcNumber.
+ */
+#if PG_VERSION_NUM >= 170000
+#define occ_my_procno() (MyProcNumber)
+#else
+#define occ_my_procno() (MyProc->pgprocno)
+#endif
+
+/*
+ * occ_user_locks_held(tags, masks, max): how many locks of the user
+ * (advisory) method this backend holds or awaits, from its own PROCLOCKs
+ * (the user method has no fast path); the first max of them go to tags and
+ * masks (the modes held).  16 made the lists dlists; before, they were
+ * SHM_QUEUEs.
+ */
+static inline int
+occ_user_locks_held(LOCKTAG *tags, LOCKMASK *masks, int max)
+{
+	int			n = 0;
+
+	for (int i = 0; i < NUM_LOCK_PARTITIONS; i++)
+	{
+		LWLock	   *partition = LockHashPartitionLockByIndex(i);
+		PROCLOCK   *pl;
+
+		LWLockAcquire(partition, LW_SHARED);
+#if PG_VERSION_NUM >= 160000
+		{
+			dlist_iter	iter;
+
+			dlist_foreach(iter, &MyProc->myProcLocks[i])
+			{
+				pl = dlist_container(PROCLOCK, procLink, iter.cur);
+#else
+		{
+			SHM_QUEUE  *head = &MyProc->myProcLocks[i];
+
+			for (pl = (PROCLOCK *) SHMQueueNext(head, head, offsetof(PROCLOCK, procLink));
+				 pl != NULL;
+				 pl = (PROCLOCK *) SHMQueueNext(head, &pl->procLink, offsetof(PROCLOCK, procLink)))
+			{
+#endif
+				if (pl->tag.myLock->tag.locktag_lockmethodid != USER_LOCKMETHOD)
+					continue;
+				if (n < max)
+				{
+					tags[n] = pl->tag.myLock->tag;
+					masks[n] = pl->holdMask;
+				}
+				n++;
+			}
+		}
+		LWLockRelease(partition);
+	}
+	return n;
+}
 
 #endif							/* PG_OCC_COMPAT_H */

@@ -202,3 +202,13 @@ occ_foreign_unwatch(void)
 	occ_foreign_watching = false;
 	return occ_foreign_written[0] != '\0' ? occ_foreign_written : NULL;
 }
+
+/*
+ * occ_foreign_written_yet: has the attempt written to a foreign table so
+ * far?  (A batch runs no other call's body after one has.)
+ */
+bool
+occ_foreign_written_yet(void)
+{
+	return occ_foreign_written[0] != '\0';
+}

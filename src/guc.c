@@ -33,6 +33,7 @@ char	   *occ_retry_sqlstates = NULL;
 bool		occ_log_retries = false;
 bool		occ_track_stats = true;
 int			occ_stats_max = 1000;
+int			occ_batch_max_calls = 64;
 int			occ_max_result_size = 65536;
 double		occ_retry_budget = 0.0;
 double		occ_retry_budget_ratio = 0.2;
@@ -66,6 +67,7 @@ const struct config_enum_entry occ_isolation_options[] = {
 const struct config_enum_entry occ_contention_options[] = {
 	{"backoff", OCC_CONTENTION_BACKOFF, false},
 	{"queue", OCC_CONTENTION_QUEUE, false},
+	{"batch", OCC_CONTENTION_BATCH, false},
 	{NULL, 0, false}
 };
 
@@ -196,10 +198,15 @@ occ_define_gucs(void)
 							 &occ_isolation, XACT_SERIALIZABLE, occ_isolation_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("occ.contention",
-							 "How occ.retry waits between attempts: backoff sleeps, queue waits on the gate of the key.",
+							 "How occ.retry waits between attempts: backoff sleeps, queue waits on the gate of the key, batch also runs the calls waiting for a key in one transaction.",
 							 NULL,
 							 &occ_contention, OCC_CONTENTION_QUEUE, occ_contention_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("occ.batch_max_calls",
+							"Maximum calls that one batch of contention mode batch runs in one transaction, its leader's included.",
+							"1 runs every call alone, as queue mode does.",
+							&occ_batch_max_calls, 64, 1, 1000,
+							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomStringVariable("occ.retry_sqlstates",
 							   "SQLSTATEs and SQLSTATE classes that occ.retry retries.",
 							   "A comma-separated list of 5-character codes or 2-character classes.",

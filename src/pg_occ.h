@@ -53,7 +53,8 @@
 typedef enum OccContention
 {
 	OCC_CONTENTION_BACKOFF,
-	OCC_CONTENTION_QUEUE
+	OCC_CONTENTION_QUEUE,
+	OCC_CONTENTION_BATCH		/* queue, and run a hot key's calls in batches */
 } OccContention;
 
 /* Backoff strategies, in the order of the occ.jitter GUC's options */
@@ -156,6 +157,8 @@ typedef struct OccCallResult
 	double		max_wait_ms;	/* longest single wait */
 	double		total_ms;		/* wall time of the whole call */
 	int			last_sqlerrcode;	/* of the last failed attempt, or 0 */
+	int			batch_size;		/* calls that committed in its batch, 0 if
+								 * it did not commit in one */
 } OccCallResult;
 
 /* occ_elapsed_usec: microseconds since start */
@@ -194,6 +197,7 @@ extern char *occ_retry_sqlstates;
 extern bool occ_log_retries;
 extern bool occ_track_stats;
 extern int	occ_stats_max;
+extern int	occ_batch_max_calls;
 extern int	occ_max_result_size;
 extern double occ_retry_budget;
 extern double occ_retry_budget_ratio;
@@ -233,9 +237,13 @@ typedef struct OccAttemptFailure
 
 extern void occ_attempt_check_context(FunctionCallInfo fcinfo);
 extern void occ_attempt_check_isolation(const OccRetrySpec *spec);
+extern void occ_attempt_set_isolation(const OccRetrySpec *spec);
 extern bool occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 							MemoryContext attemptcxt, Jsonb **result,
-							OccAttemptFailure *failure);
+							OccAttemptFailure *failure,
+							void (*before_commit) (void *), void *arg);
+extern void occ_attempt_body(OccBody *body, ParamListInfo params, int number,
+							 DestReceiver *dest);
 extern int	occ_attempt_running(void);
 
 /* backoff.c */
@@ -252,12 +260,14 @@ extern OccBody *occ_body_open(const char *sql, uint64 sql_hash, int nargs,
 							  const Oid *argtypes);
 extern int	occ_body_nstmts(const OccBody *body);
 extern struct _SPI_plan *occ_body_plan(OccBody *body, int i);
+extern bool occ_body_shares(const OccBody *body);
 extern void occ_body_close(OccBody *body);
 
 /* foreign.c */
 extern void occ_foreign_init(void);
 extern void occ_foreign_watch(void);
 extern const char *occ_foreign_unwatch(void);
+extern bool occ_foreign_written_yet(void);
 
 /* budget.c */
 extern Size occ_budget_shmem_size(void);
@@ -385,7 +395,7 @@ extern void occ_policy_begin(OccPolicy *p, const OccRetrySpec *spec,
 							 instr_time start, MemoryContext cxt);
 extern bool occ_policy_gate_first(const uint64 *keys, int nkeys);
 extern OccDecision occ_policy_before_first(OccPolicy *p);
-extern void occ_policy_observe(OccPolicy *p, int sqlerrcode);
+extern void occ_policy_observe(OccPolicy *p, int sqlerrcode, bool batched);
 extern OccDecision occ_policy_after_failure(OccPolicy *p, const OccFailure *f);
 extern OccDecision occ_policy_after_wait(OccPolicy *p, const OccFailure *f,
 										 OccGateWait outcome);
@@ -404,6 +414,111 @@ extern void occ_stats_record(const char *sql, uint64 sql_hash,
 							 const OccCallResult *result);
 extern void occ_stats_record_key(const char *key, uint64 key_hash,
 								 const OccCallResult *result);
+
+/* session.c: what a body depends on and leaves in its session */
+#define OCC_SESSION_LOCKS_MAX 64
+
+typedef struct OccSessionLocks
+{
+	int			n;				/* how many (more than MAX: only counted) */
+	LOCKTAG		tags[OCC_SESSION_LOCKS_MAX];
+	LOCKMASK	masks[OCC_SESSION_LOCKS_MAX];
+} OccSessionLocks;
+
+extern uint64 occ_session_fingerprint(void);
+extern bool occ_session_has_temp(void);
+extern OccSessionLocks *occ_session_locks(void);
+extern bool occ_session_locks_changed(const OccSessionLocks *before);
+extern void occ_session_locks_restore(const OccSessionLocks *before);
+
+/* batch.c: batch mode's queue */
+
+/* What became of a call that a leader took (tentative until it commits) */
+typedef enum OccBatchKind
+{
+	OCC_BATCH_UNRUN,			/* not run: the batch ended first */
+	OCC_BATCH_COMMITTED,		/* its body ran; result attached */
+	OCC_BATCH_ERROR,			/* its body raised an error it does not retry */
+	OCC_BATCH_FAILED,			/* the batch failed on its body, or at COMMIT */
+	OCC_BATCH_ALONE				/* it cannot share a transaction */
+} OccBatchKind;
+
+/* What occ_batch_join found */
+typedef enum OccBatchJoin
+{
+	OCC_BATCH_LEAD,				/* the call leads its key: run it */
+	OCC_BATCH_RAN,				/* a leader ran it: see the outcome */
+	OCC_BATCH_NOT_RUN,			/* the leader's batch ended without it */
+	OCC_BATCH_JOIN_ALONE,		/* it must run alone, as in queue mode */
+	OCC_BATCH_TIMED_OUT			/* no leader took it in time */
+} OccBatchJoin;
+
+/* A follower's outcome, as told by its leader */
+typedef struct OccBatchOutcome
+{
+	bool		committed;		/* the batch committed with its body */
+	ErrorData  *edata;			/* its body's error, or the batch's failure */
+	bool		at_commit;		/* the failure was at COMMIT */
+	Jsonb	   *result;			/* its result, if it asked for one */
+	int			batch_size;		/* calls that committed together */
+	int			leader_pid;
+} OccBatchOutcome;
+
+/* A call a leader took, in the leader's memory */
+typedef struct OccBatchMember
+{
+	int			slot;
+	int			pid;
+	int			attempt;		/* the attempt number it runs as */
+	bool		want_result;
+	char	   *sql;
+	int			nargs;
+	Oid		   *argtypes;
+	ParamListInfo params;
+	OccBatchKind kind;			/* its outcome so far */
+	bool		finished;		/* told already */
+} OccBatchMember;
+
+extern Size occ_batch_shmem_size(void);
+extern void occ_batch_shmem_request(void);
+extern void occ_batch_shmem_init(void);
+extern bool occ_batch_available(void);
+extern uint64 occ_batch_signature(const OccRetrySpec *spec, uint64 fingerprint);
+extern OccBatchJoin occ_batch_join(const OccRetrySpec *spec, uint64 key,
+								   uint64 signature, int attempt, bool want_result,
+								   uint64 *seq, double timeout_usec,
+								   OccBatchOutcome *out);
+extern void occ_batch_leave(void);
+extern int	occ_batch_claim(uint64 key, uint64 signature, int max,
+							OccBatchMember *members);
+extern bool occ_batch_note(OccBatchMember *m, OccBatchKind kind,
+						   const Jsonb *result, const ErrorData *edata);
+extern void occ_batch_slot_kind(OccBatchMember *m, OccBatchKind kind);
+extern void occ_batch_send_alone(OccBatchMember *m);
+extern void occ_batch_seal(OccBatchMember *members, int n);
+extern void occ_batch_publish(OccBatchMember *members, int n, bool committed,
+							  int batch_size, const ErrorData *edata,
+							  bool at_commit, int failed);
+
+/* lead.c: the leader of a batch */
+typedef struct OccLead
+{
+	const OccRetrySpec *spec;
+	OccBody   **body;			/* the leader's kept plans, the members' too */
+	uint64		key;
+	uint64		fingerprint;	/* of the session at the attempt's start */
+	uint64		signature;
+	OccBatchMember *members;	/* the calls taken, in the attempt's memory */
+	int			n;
+	int			ran;			/* members whose bodies are in the batch */
+	int			failed;			/* the member whose body failed it, or -1 */
+} OccLead;
+
+extern void occ_lead_begin(OccLead *lead, const OccRetrySpec *spec,
+						   OccBody **body, uint64 key);
+extern void occ_lead_run(void *arg);
+extern int	occ_lead_end(OccLead *lead, bool committed,
+						 const OccAttemptFailure *failure);
 
 /* client.c */
 extern bool occ_client_setting_key;

@@ -67,6 +67,7 @@ struct OccBody
 	char	   *sql;			/* the whole text, to rule out hash collisions */
 	int			nstmts;
 	OccBodyStmt *stmts;
+	bool		shares;			/* no statement keeps state in the session */
 	Size		bytes;			/* memory of cxt and of the prepared plans */
 	bool		kept;			/* in the session's cache (else the call's) */
 	dlist_node	lru;			/* in occ_lru, most recently used first */
@@ -120,6 +121,32 @@ occ_check_stmt(Node *stmt, int location)
 }
 
 /*
+ * occ_keeps_session_state: does this statement leave something in the
+ * session beyond its transaction (a prepared statement, a cursor WITH
+ * HOLD, LISTEN, a setting, ...)?  Such a body cannot run in another
+ * session's batch (session.c finds what functions leave).
+ */
+static bool
+occ_keeps_session_state(Node *stmt)
+{
+	switch (nodeTag(stmt))
+	{
+		case T_PrepareStmt:
+		case T_DeallocateStmt:
+		case T_ListenStmt:
+		case T_UnlistenStmt:
+		case T_DiscardStmt:
+		case T_LoadStmt:
+		case T_VariableSetStmt:
+			return true;
+		case T_DeclareCursorStmt:
+			return (((DeclareCursorStmt *) stmt)->options & CURSOR_OPT_HOLD) != 0;
+		default:
+			return false;
+	}
+}
+
+/*
  * occ_split: the body's statements, from one raw parse of the whole text
  * (linear in its length).  Leading white space is left out of each
  * statement's text.  Syntax errors and statements that SPI cannot run throw.  The parse trees are left in the
@@ -151,6 +178,8 @@ occ_split(OccBody *body)
 		while (from < to && scanner_isspace(body->sql[from]))
 			from++;
 		occ_check_stmt(stmt->stmt, from);
+		if (occ_keeps_session_state(stmt->stmt))
+			body->shares = false;
 		body->stmts[n].location = from;
 		body->stmts[n].length = to - from;
 		n++;
@@ -285,6 +314,7 @@ occ_body_open(const char *sql, uint64 sql_hash, int nargs, const Oid *argtypes)
 	body->key = key;
 	body->cxt = cxt;
 	body->sql = MemoryContextStrdup(cxt, sql);
+	body->shares = true;
 	occ_split(body);
 	MemoryContextSetParent(cxt, CacheMemoryContext);
 	occ_body_measure(body);
@@ -300,6 +330,16 @@ occ_body_open(const char *sql, uint64 sql_hash, int nargs, const Oid *argtypes)
 	dlist_push_head(&occ_lru, &body->lru);
 	occ_trim(body, false);
 	return body;
+}
+
+/*
+ * occ_body_shares: can the body run in another session's transaction, as
+ * far as its own statements say?
+ */
+bool
+occ_body_shares(const OccBody *body)
+{
+	return body->shares;
 }
 
 /* occ_body_nstmts: how many statements the body has */

@@ -23,7 +23,7 @@
  *	   of its key, in backoff mode too, so that a storm becomes a queue.  A
  *	   call that holds its gate already has nothing left to wait for: it
  *	   gives up.
- *	5. Queue mode (or a refused retry): instead of sleeping, wait for the
+ *	5. Queue mode, and batch mode (or a refused retry): instead of sleeping, wait for the
  *	   gates of the call's keys, in one global order (gate.c), then keep
  *	   them across the call's further attempts (and take them again if the
  *	   body released them).  The keys are those the call gives; without
@@ -220,7 +220,7 @@ occ_policy_before_first(OccPolicy *p)
 	uint64	   *keys;
 	int			nkeys = 0;
 
-	if (p->spec->contention != OCC_CONTENTION_QUEUE)
+	if (p->spec->contention == OCC_CONTENTION_BACKOFF)
 		return occ_decide(OCC_STEP_RETRY, 0, NULL, false);
 	if (p->spec->nkeys > 0 || occ_learner_knows(p->spec->sql_hash))
 		nkeys = occ_policy_keys(p, &keys);
@@ -235,17 +235,18 @@ occ_policy_before_first(OccPolicy *p)
 
 /*
  * occ_policy_observe: an attempt ended, with sqlerrcode (0 if it committed);
- * its outcome heats or cools its keys.  Only a failure that the call
+ * its outcome heats or cools its keys.  An attempt that a batch's leader
+ * ran (batched) ran under the leader's gate.  Only a failure that the call
  * retries is contention: any other (42501, 23505, ...) counts as an attempt
  * that did not fail, else a caller without privileges could make a key hot,
  * and make every caller of it queue.
  */
 void
-occ_policy_observe(OccPolicy *p, int sqlerrcode)
+occ_policy_observe(OccPolicy *p, int sqlerrcode, bool batched)
 {
 	bool		failed = (sqlerrcode != 0 &&
 						  occ_sqlstates_match(p->spec->retry_on, sqlerrcode));
-	bool		gated = occ_policy_held(p);
+	bool		gated = batched || occ_policy_held(p);
 
 	if (p->spec->nkeys > 0)
 	{
@@ -288,7 +289,7 @@ occ_policy_should_wait(OccPolicy *p, int sqlerrcode)
 		uint64	   *keys;
 		int			nkeys;
 
-		if (p->spec->contention != OCC_CONTENTION_QUEUE ||
+		if (p->spec->contention == OCC_CONTENTION_BACKOFF ||
 			sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED)
 			return false;
 		nkeys = occ_policy_keys(p, &keys);

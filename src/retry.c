@@ -58,6 +58,16 @@ typedef struct OccCall
 	OccBody    *body;			/* the kept plans, opened by the first attempt */
 	Jsonb	   *rows;			/* the committed attempt's result, or NULL */
 	bool		accounted;		/* recorded (statistics, last_retry) */
+
+	/* batch mode */
+	bool		alone;			/* it runs alone, as in queue mode */
+	bool		leading;		/* it leads the batches of lead_key */
+	uint64		lead_key;
+	OccLead		lead;			/* the batch of its attempt */
+	uint64		batch_seq;		/* its place in the key's batch queue */
+	bool		handed;			/* a leader ran its next attempt: */
+	OccBatchOutcome outcome;	/* what became of it, in outcomecxt */
+	MemoryContext outcomecxt;
 } OccCall;
 
 /*
@@ -143,9 +153,65 @@ occ_sleep_between(OccCall *call, double delay)
 }
 
 /*
- * occ_wait_gate: wait for the call's gate, like a sleep between
- * transactions, at most timeout microseconds if positive.  An interrupt
- * throws (and ends the call, accounted by occ_retry, the wait included).
+ * occ_join_batch: in batch mode, instead of waiting for the gate of a
+ * single key, join the key's batch queue (batch.c) until a leader has run
+ * the call (call->handed, *outcome OCC_GATE_TAKEN) or the timeout ran out
+ * (OCC_GATE_TIMED_OUT): returns true.  Returns false when the call is to
+ * wait for the gate itself: it leads the key, or must run alone.
+ */
+static bool
+occ_join_batch(OccCall *call, double timeout, OccGateWait *outcome)
+{
+	OccGates   *gates = call->policy.gates;
+	uint64		key;
+	uint64		signature;
+	instr_time	from;
+
+	if (call->spec.contention != OCC_CONTENTION_BATCH || call->alone ||
+		gates == NULL || occ_gates_count(gates) != 1 || !occ_batch_available())
+		return false;
+	key = occ_gates_key(gates, 0);
+	if (call->leading && call->lead_key == key)
+		return false;
+	occ_attempt_set_isolation(&call->spec);
+	signature = occ_batch_signature(&call->spec, occ_session_fingerprint());
+	INSTR_TIME_SET_CURRENT(from);
+	for (;;)
+	{
+		double		left = timeout > 0 ? Max(timeout - occ_elapsed_usec(from), 1.0) : 0;
+
+		MemoryContextReset(call->outcomecxt);
+		MemoryContextSwitchTo(call->outcomecxt);
+		switch (occ_batch_join(&call->spec, key, signature, call->result.attempts + 1,
+							   call->outputs.result >= 0, &call->batch_seq, left,
+							   &call->outcome))
+		{
+			case OCC_BATCH_LEAD:
+				call->leading = true;
+				call->lead_key = key;
+				return false;
+			case OCC_BATCH_JOIN_ALONE:
+				call->alone = true;
+				return false;
+			case OCC_BATCH_TIMED_OUT:
+				*outcome = OCC_GATE_TIMED_OUT;
+				return true;
+			case OCC_BATCH_RAN:
+				call->handed = true;
+				*outcome = OCC_GATE_TAKEN;
+				return true;
+			case OCC_BATCH_NOT_RUN:
+				occ_check_client();
+				break;
+		}
+	}
+}
+
+/*
+ * occ_wait_gate: wait for the call's gate (or, in batch mode, for a leader
+ * to run it), like a sleep between transactions, at most timeout
+ * microseconds if positive.  An interrupt throws (and ends the call,
+ * accounted by occ_retry, the wait included).
  */
 static OccGateWait
 occ_wait_gate(OccCall *call, double timeout)
@@ -159,7 +225,15 @@ occ_wait_gate(OccCall *call, double timeout)
 	INSTR_TIME_SET_CURRENT(from);
 	PG_TRY();
 	{
-		outcome = occ_gates_wait(call->policy.gates, timeout);
+		MemoryContext cxt = CurrentMemoryContext;
+
+		if (occ_join_batch(call, timeout, &outcome))
+			MemoryContextSwitchTo(cxt);
+		else
+		{
+			MemoryContextSwitchTo(cxt);
+			outcome = occ_gates_wait(call->policy.gates, timeout);
+		}
 	}
 	PG_CATCH();
 	{
@@ -172,6 +246,53 @@ occ_wait_gate(OccCall *call, double timeout)
 	call->result.max_wait_ms = Max(call->result.max_wait_ms, waited);
 	call->result.queued |= (outcome == OCC_GATE_TAKEN);
 	return outcome;
+}
+
+/*
+ * occ_handed_outcome: the attempt that a batch's leader ran for the call:
+ * true if it committed (its result in call->rows's place), else the
+ * failure, as occ_attempt_run reports one
+ */
+static bool
+occ_handed_outcome(OccCall *call, Jsonb **rows, OccAttemptFailure *failure)
+{
+	OccBatchOutcome *o = &call->outcome;
+
+	call->handed = false;
+	if (o->committed && o->edata == NULL)
+	{
+		if (rows != NULL)
+			*rows = o->result;
+		call->result.batch_size = o->batch_size;
+		return true;
+	}
+	failure->edata = o->edata;
+	failure->at_commit = o->at_commit;
+	failure->foreign_table = NULL;
+	return false;
+}
+
+/*
+ * occ_next_attempt: run the call's next attempt: as a batch's leader runs it
+ * (handed over), as the leader of its key's batch, or alone
+ */
+static bool
+occ_next_attempt(OccCall *call, MemoryContext attemptcxt, Jsonb **rows,
+			OccAttemptFailure *failure)
+{
+	bool		committed;
+
+	if (call->handed)
+		return occ_handed_outcome(call, rows, failure);
+	if (!call->leading)
+		return occ_attempt_run(&call->spec, call->result.attempts, &call->body,
+							   attemptcxt, rows, failure, NULL, NULL);
+	occ_attempt_set_isolation(&call->spec);
+	occ_lead_begin(&call->lead, &call->spec, &call->body, call->lead_key);
+	committed = occ_attempt_run(&call->spec, call->result.attempts, &call->body,
+								attemptcxt, rows, failure, occ_lead_run, &call->lead);
+	call->result.batch_size = occ_lead_end(&call->lead, committed, failure);
+	return committed;
 }
 
 /*
@@ -214,19 +335,19 @@ occ_attempts(OccCall *call, MemoryContext attemptcxt)
 	{
 		OccAttemptFailure failure;
 		OccDecision d;
+		bool		batched = call->handed;
 
 		occ_check_client();
 		MemoryContextReset(attemptcxt);
 		MemoryContextSwitchTo(attemptcxt);
 		call->result.attempts++;
-		if (occ_attempt_run(&call->spec, call->result.attempts, &call->body,
-							attemptcxt, rows, &failure))
+		if (occ_next_attempt(call, attemptcxt, rows, &failure))
 		{
-			occ_policy_observe(&call->policy, 0);
+			occ_policy_observe(&call->policy, 0, batched);
 			call->result.committed = true;
 			return;
 		}
-		occ_policy_observe(&call->policy, failure.edata->sqlerrcode);
+		occ_policy_observe(&call->policy, failure.edata->sqlerrcode, batched);
 		occ_stats_failure(&call->result, failure.edata->sqlerrcode);
 
 		d = occ_after_failure(call, &failure);
@@ -315,6 +436,8 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 	 */
 	attemptcxt = AllocSetContextCreate(callcxt, "occ.retry attempt",
 									   ALLOCSET_DEFAULT_SIZES);
+	call->outcomecxt = AllocSetContextCreate(callcxt, "occ.retry batch outcome",
+											 ALLOCSET_DEFAULT_SIZES);
 	occ_policy_begin(&call->policy, &call->spec, call->start, callcxt);
 	SPI_commit();
 
@@ -328,6 +451,8 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 	}
 	PG_CATCH();
 	{
+		if (call->leading)
+			occ_batch_leave();
 		occ_policy_end(&call->policy);
 		if (call->body != NULL)
 			occ_body_close(call->body);
@@ -337,6 +462,8 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 
 	/* the attempt has committed: pass the gate on, pay into the budget */
 	occ_budget_deposit();
+	if (call->leading)
+		occ_batch_leave();
 	occ_policy_end(&call->policy);
 	if (call->body != NULL)
 		occ_body_close(call->body);

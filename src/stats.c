@@ -74,8 +74,8 @@ PG_FUNCTION_INFO_V1(occ_last_retry);
 /* Attempts-per-call histogram buckets: 1, 2, 3-4, 5-8, 9-16, 17 and more */
 #define OCC_HIST_BUCKETS 6
 
-/* Columns of occ.stats: 0.4.0's; 0.2.0 and 0.3.0 have no learned_key, 0.1.0 no queue columns either */
-#define OCC_STATS_COLS 24
+/* Columns of occ.stats: 0.4.0's; 0.2.0 and 0.3.0 have no learned_key, batched and mean_batch_size, 0.1.0 no queue columns either */
+#define OCC_STATS_COLS 26
 #define OCC_STATS_COLS_0_2 23
 #define OCC_STATS_COLS_0_1 20
 
@@ -89,7 +89,7 @@ PG_FUNCTION_INFO_V1(occ_last_retry);
 /* The statistics file, kept over a clean shutdown, and its header's constants */
 #define OCC_STATS_FILE PGSTAT_STAT_PERMANENT_DIRECTORY "/pg_occ.stat"
 #define OCC_STATS_FILE_MAGIC 0x4F435353 /* "OCSS" */
-#define OCC_STATS_FILE_FORMAT 1 /* of the header and entries below */
+#define OCC_STATS_FILE_FORMAT 2 /* of the header and entries below */
 #define OCC_PG_MAJOR (PG_VERSION_NUM / 100)
 
 /* What an entry counts */
@@ -126,6 +126,8 @@ typedef struct OccCounters
 	double		total_time;		/* ms */
 	int64		max_attempts;	/* most attempts in one call */
 	int64		hist[OCC_HIST_BUCKETS];
+	int64		batched;		/* calls that committed in a batch with others */
+	int64		batch_calls;	/* the sizes of their batches, summed */
 } OccCounters;
 
 typedef struct OccStatsEntry
@@ -414,6 +416,11 @@ occ_stats_count(OccStatsKind kind, const char *text, uint64 hash,
 		c->max_attempts = Max(c->max_attempts, result->attempts);
 		if (result->attempts > 0)
 			c->hist[occ_hist_bucket(result->attempts)]++;
+		if (result->committed && result->batch_size > 1)
+		{
+			c->batched++;
+			c->batch_calls += result->batch_size;
+		}
 		SpinLockRelease(&entry->mutex);
 	}
 	LWLockRelease(occ_shared->lock);
@@ -699,8 +706,8 @@ occ_stats_check_columns(FunctionCallInfo fcinfo, const char *name, bool known)
 }
 
 /*
- * occ_stats_columns: the columns of occ.stats after its text: 20 as 0.4.0
- * declares them, 19 without learned_key (0.2.0, 0.3.0), 16 without the
+ * occ_stats_columns: the columns of occ.stats after its text: 22 as 0.4.0
+ * declares them, 19 without learned_key and the batch's (0.2.0, 0.3.0), 16 without the
  * queue's columns either (0.1.0)
  */
 static int
@@ -742,6 +749,9 @@ occ_stats_columns(const OccStatsEntry *entry, const OccCounters *c, bool visible
 
 		nulls[i] = (learned == NULL);
 		values[i++] = learned ? CStringGetTextDatum(learned) : (Datum) 0;
+		values[i++] = Int64GetDatumFast(c->batched);
+		nulls[i] = (c->batched == 0);
+		values[i++] = Float8GetDatumFast(c->batched > 0 ? (double) c->batch_calls / c->batched : 0);
 	}
 	return i;
 }

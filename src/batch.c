@@ -1,0 +1,874 @@
+/*-------------------------------------------------------------------------
+ *
+ * batch.c
+ *		Batch mode's queue: the calls of a hot key that hand their body to
+ *		the key's leader, and learn what became of it.
+ *
+ * In batch mode (contention => 'batch') a call that queue mode would make
+ * wait for its key's gate joins the key's batch queue instead.  The first
+ * call of a key to join is its leader: it takes the gate as in queue mode
+ * and, in each attempt, after its own body, takes the calls waiting behind
+ * it with the same body and the same signature (role, database, isolation,
+ * retryable SQLSTATEs, settings: session.c) and runs their bodies in its
+ * transaction (lead.c), before one commit.  The others are followers: they
+ * post their call (the body, its parameters) in their slot and sleep on the
+ * slot's condition variable until the leader tells them the outcome, or
+ * hands them the lead when it is done.
+ *
+ * Shared memory holds one slot per backend, indexed by its PGPROC number,
+ * under one LWLock.  A slot's states:
+ *
+ *	IDLE		not in batch mode's queue
+ *	LEADING		leads its key (waits for, or holds, the gate)
+ *	LEAD		told to lead by the leader before it (wakes up LEADING)
+ *	POSTED		a follower waiting for a leader to take its call
+ *	CLAIMED		taken by a leader: being run, or run and awaiting the commit
+ *	ABANDONED	claimed, but its backend has gone: the leader frees it
+ *	DONE		the outcome is final (the leader has committed or rolled back)
+ *	ORPHANED	the leader went away before telling: the outcome is the
+ *				batch transaction's (xid) fate
+ *
+ * Outcomes are written into a claimed slot before the batch commits, and
+ * the batch's transaction id with them, before the commit: a leader that
+ * is terminated or fails anywhere leaves its followers ORPHANED, and each
+ * then waits for that transaction to end (XactLockTableWait) and takes its
+ * outcome only if it committed; otherwise nothing of its call was done, and
+ * it runs again.  (A leader killed with SIGKILL takes the whole server down
+ * with it, followers included: crash recovery keeps the batch's commit or
+ * not, as for any transaction.)
+ *
+ * A follower that is cancelled while POSTED leaves with nothing done.
+ * Once CLAIMED it waits, without interrupts, for the outcome: if its call
+ * committed, it says so in a WARNING and returns the outcome, as a
+ * cancelled wait for synchronous replication does; if not, the cancel is
+ * raised.
+ *
+ * Calls and outcomes are bounded: a body and its parameters of more than
+ * OCC_BATCH_REQUEST_BYTES, or a result or error of more than
+ * OCC_BATCH_OUTCOME_BYTES, run alone, as in queue mode.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/transam.h"
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "storage/condition_variable.h"
+#include "storage/ipc.h"
+#include "storage/lmgr.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/wait_event.h"
+
+#include "pg_occ.h"
+
+/* The most a call's request and its outcome may take in its slot */
+#define OCC_BATCH_REQUEST_BYTES 8192
+#define OCC_BATCH_OUTCOME_BYTES 8192
+
+typedef enum OccSlotState
+{
+	OCC_SLOT_IDLE = 0,
+	OCC_SLOT_LEADING,
+	OCC_SLOT_LEAD,
+	OCC_SLOT_POSTED,
+	OCC_SLOT_CLAIMED,
+	OCC_SLOT_ABANDONED,
+	OCC_SLOT_DONE,
+	OCC_SLOT_ORPHANED
+} OccSlotState;
+
+/* A backend's slot */
+typedef struct OccBatchSlot
+{
+	ConditionVariable cv;		/* the follower sleeps on it */
+	int			pid;			/* of the backend that posted */
+	OccSlotState state;
+	Oid			dbid;
+	Oid			userid;
+	uint64		key;
+	uint64		signature;
+	uint64		seq;			/* place in the queue */
+	int			attempt;		/* the number of the attempt a leader runs */
+	bool		want_result;
+	int			leader_pid;
+	TransactionId xid;			/* the batch's, set before its commit */
+	int			batch_size;
+	OccBatchKind kind;			/* the outcome (tentative until DONE) */
+	int			sqlerrcode;
+	bool		at_commit;
+	int32		request_len;
+	int32		outcome_len;
+	char		request[OCC_BATCH_REQUEST_BYTES];
+	char		outcome[OCC_BATCH_OUTCOME_BYTES];
+} OccBatchSlot;
+
+typedef struct OccBatchShared
+{
+	LWLock	   *lock;
+	uint64		next_seq;
+	int			nslots;
+	OccBatchSlot slots[FLEXIBLE_ARRAY_MEMBER];
+} OccBatchShared;
+
+static OccBatchShared *occ_batch = NULL;
+
+/* The calls this backend leads now, for its exit callback */
+static OccBatchMember *occ_led = NULL;
+static int	occ_nled = 0;
+static bool occ_exit_registered = false;
+
+static void occ_batch_exit(int code, Datum arg);
+
+/* occ_batch_shmem_size: the slots, one per backend */
+Size
+occ_batch_shmem_size(void)
+{
+	return add_size(offsetof(OccBatchShared, slots),
+					mul_size(MaxBackends, sizeof(OccBatchSlot)));
+}
+
+/* occ_batch_shmem_request: our LWLock */
+void
+occ_batch_shmem_request(void)
+{
+	RequestNamedLWLockTranche("pg_occ batch", 1);
+}
+
+/* occ_batch_shmem_init: create or attach to the slots */
+void
+occ_batch_shmem_init(void)
+{
+	bool		found;
+
+	occ_batch = ShmemInitStruct("pg_occ batch", occ_batch_shmem_size(), &found);
+	if (found)
+		return;
+	occ_batch->lock = &(GetNamedLWLockTranche("pg_occ batch"))->lock;
+	occ_batch->next_seq = 1;
+	occ_batch->nslots = MaxBackends;
+	for (int i = 0; i < MaxBackends; i++)
+	{
+		memset(&occ_batch->slots[i], 0, offsetof(OccBatchSlot, request));
+		ConditionVariableInit(&occ_batch->slots[i].cv);
+	}
+}
+
+/* occ_my_slot: this backend's slot, or NULL (not preloaded, not a backend) */
+static OccBatchSlot *
+occ_my_slot(void)
+{
+	int			procno;
+
+	if (occ_batch == NULL || MyProc == NULL)
+		return NULL;
+	procno = occ_my_procno();
+	if (procno < 0 || procno >= occ_batch->nslots)
+		return NULL;
+	if (!occ_exit_registered)
+	{
+		before_shmem_exit(occ_batch_exit, (Datum) 0);
+		occ_exit_registered = true;
+	}
+	return &occ_batch->slots[procno];
+}
+
+/* occ_batch_available: can calls batch here (is pg_occ preloaded)? */
+bool
+occ_batch_available(void)
+{
+	return occ_my_slot() != NULL;
+}
+
+/*
+ * occ_batch_signature: what a leader and its followers share, besides the
+ * database and the role: the body, its parameter types, the isolation
+ * level, the retryable SQLSTATEs and the settings.  The caller has set the
+ * session's transaction_isolation to the call's, as an attempt does.
+ */
+uint64
+occ_batch_signature(const OccRetrySpec *spec, uint64 fingerprint)
+{
+	uint64		h = spec->sql_hash ^ fingerprint;
+
+	h ^= hash_bytes_extended((const unsigned char *) spec->argtypes,
+							 sizeof(Oid) * spec->nargs, 1);
+	h ^= hash_bytes_extended((const unsigned char *) spec->isolation,
+							 strlen(spec->isolation), 2);
+	h ^= hash_bytes_extended((const unsigned char *) spec->retry_on,
+							 OCC_SQLSTATES_SIZE(spec->retry_on->n), 3);
+	return h;
+}
+
+/*
+ * occ_batch_request: write the call's request (parameter types, body,
+ * parameters) to buf; returns its length, or -1 if it does not fit
+ */
+static int
+occ_batch_request(const OccRetrySpec *spec, char *buf)
+{
+	Size		need = sizeof(int) + sizeof(Oid) * spec->nargs + strlen(spec->sql) + 1;
+	char	   *p = buf;
+
+	for (int i = 0; i < spec->nargs; i++)
+	{
+		int16		typlen;
+		bool		typbyval;
+
+		get_typlenbyval(spec->argtypes[i], &typlen, &typbyval);
+		need += datumEstimateSpace(spec->values[i], spec->nulls[i] == 'n',
+								   typbyval, typlen);
+	}
+	if (need > OCC_BATCH_REQUEST_BYTES)
+		return -1;
+	memcpy(p, &spec->nargs, sizeof(int));
+	p += sizeof(int);
+	memcpy(p, spec->argtypes, sizeof(Oid) * spec->nargs);
+	p += sizeof(Oid) * spec->nargs;
+	strcpy(p, spec->sql);
+	p += strlen(spec->sql) + 1;
+	for (int i = 0; i < spec->nargs; i++)
+	{
+		int16		typlen;
+		bool		typbyval;
+
+		get_typlenbyval(spec->argtypes[i], &typlen, &typbyval);
+		datumSerialize(spec->values[i], spec->nulls[i] == 'n', typbyval, typlen, &p);
+	}
+	return (int) (p - buf);
+}
+
+/* occ_batch_read_request: a claimed call's request, into m (current context) */
+static void
+occ_batch_read_request(const OccBatchSlot *slot, OccBatchMember *m)
+{
+	char	   *copy = palloc(slot->request_len);
+	char	   *p = copy;
+
+	memcpy(copy, slot->request, slot->request_len);
+	memcpy(&m->nargs, p, sizeof(int));
+	p += sizeof(int);
+	m->argtypes = (Oid *) palloc(sizeof(Oid) * Max(m->nargs, 1));
+	memcpy(m->argtypes, p, sizeof(Oid) * m->nargs);
+	p += sizeof(Oid) * m->nargs;
+	m->sql = p;
+	p += strlen(p) + 1;
+	m->params = m->nargs > 0 ? makeParamList(m->nargs) : NULL;
+	for (int i = 0; i < m->nargs; i++)
+	{
+		ParamExternData *prm = &m->params->params[i];
+
+		prm->value = datumRestore(&p, &prm->isnull);
+		prm->pflags = PARAM_FLAG_CONST;
+		prm->ptype = m->argtypes[i];
+	}
+}
+
+/* occ_find_leader: the slot that leads key in this database, or NULL */
+static OccBatchSlot *
+occ_find_leader(uint64 key)
+{
+	for (int i = 0; i < occ_batch->nslots; i++)
+	{
+		OccBatchSlot *s = &occ_batch->slots[i];
+
+		if ((s->state == OCC_SLOT_LEADING || s->state == OCC_SLOT_LEAD) &&
+			s->key == key && s->dbid == MyDatabaseId)
+			return s;
+	}
+	return NULL;
+}
+
+/*
+ * occ_hand_on: under the lock, a leader is done: the oldest call posted
+ * for its key leads next
+ */
+static void
+occ_hand_on(OccBatchSlot *slot)
+{
+	OccBatchSlot *next = NULL;
+
+	for (int i = 0; i < occ_batch->nslots; i++)
+	{
+		OccBatchSlot *s = &occ_batch->slots[i];
+
+		if (s->state == OCC_SLOT_POSTED && s->key == slot->key &&
+			s->dbid == slot->dbid && (next == NULL || s->seq < next->seq))
+			next = s;
+	}
+	slot->state = OCC_SLOT_IDLE;
+	if (next == NULL)
+		return;
+	next->state = OCC_SLOT_LEAD;
+	ConditionVariableSignal(&next->cv);
+}
+
+/*
+ * occ_batch_leave: the call that leads its key (if this one does) is over,
+ * or stops leading: the next call in the queue leads.  Call it before the
+ * gate is released.
+ */
+void
+occ_batch_leave(void)
+{
+	OccBatchSlot *slot = occ_my_slot();
+
+	if (slot == NULL)
+		return;
+	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	if (slot->state == OCC_SLOT_LEADING || slot->state == OCC_SLOT_LEAD)
+		occ_hand_on(slot);
+	LWLockRelease(occ_batch->lock);
+}
+
+/* occ_slot_state: a slot's state, read under the lock */
+static OccSlotState
+occ_slot_state(OccBatchSlot *slot)
+{
+	OccSlotState state;
+
+	LWLockAcquire(occ_batch->lock, LW_SHARED);
+	state = slot->state;
+	LWLockRelease(occ_batch->lock);
+	return state;
+}
+
+/*
+ * occ_batch_sleep: sleep until the slot is no longer POSTED or CLAIMED (or
+ * the timeout, microseconds if positive, ran out: returns false)
+ */
+static bool
+occ_batch_sleep(OccBatchSlot *slot, double timeout_usec)
+{
+	instr_time	start;
+	bool		ended = true;
+
+	INSTR_TIME_SET_CURRENT(start);
+	ConditionVariablePrepareToSleep(&slot->cv);
+	for (;;)
+	{
+		OccSlotState state = occ_slot_state(slot);
+		double		left;
+
+		if (state != OCC_SLOT_POSTED && state != OCC_SLOT_CLAIMED)
+			break;
+		if (timeout_usec <= 0)
+		{
+			ConditionVariableSleep(&slot->cv, PG_WAIT_EXTENSION);
+			continue;
+		}
+		left = timeout_usec - occ_elapsed_usec(start);
+		if (left <= 0 ||
+			ConditionVariableTimedSleep(&slot->cv, (long) Max(left / 1000.0, 1.0),
+										PG_WAIT_EXTENSION))
+		{
+			if (occ_elapsed_usec(start) >= timeout_usec)
+			{
+				ended = false;
+				break;
+			}
+		}
+	}
+	ConditionVariableCancelSleep();
+	return ended;
+}
+
+/*
+ * occ_batch_error: the error an outcome carries, as ErrorData in the
+ * current memory context
+ */
+static ErrorData *
+occ_batch_error(const OccBatchSlot *slot)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	const char *message = slot->outcome;
+	const char *detail = message + strlen(message) + 1;
+	const char *hint = detail + strlen(detail) + 1;
+	ErrorData  *edata = NULL;
+
+	PG_TRY();
+	{
+		ereport(ERROR,
+				(errcode(slot->sqlerrcode),
+				 errmsg_internal("%s", message),
+				 *detail ? errdetail_internal("%s", detail) : 0,
+				 *hint ? errhint("%s", hint) : 0));
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	return edata;
+}
+
+/*
+ * occ_batch_take_outcome: under no lock, the slot DONE (or resolved
+ * ORPHANED): read the outcome into out, in the current memory context, and
+ * make the slot IDLE.  Returns what became of the call.
+ */
+static OccBatchJoin
+occ_batch_take_outcome(OccBatchSlot *slot, OccBatchOutcome *out)
+{
+	OccBatchKind kind = slot->kind;
+
+	memset(out, 0, sizeof(*out));
+	out->batch_size = slot->batch_size;
+	out->leader_pid = slot->leader_pid;
+	out->at_commit = slot->at_commit;
+	out->committed = (kind == OCC_BATCH_COMMITTED || kind == OCC_BATCH_ERROR);
+	if (kind == OCC_BATCH_COMMITTED && slot->outcome_len > 0)
+	{
+		out->result = palloc(slot->outcome_len);
+		memcpy(out->result, slot->outcome, slot->outcome_len);
+	}
+	if (kind == OCC_BATCH_ERROR || kind == OCC_BATCH_FAILED)
+		out->edata = occ_batch_error(slot);
+	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	slot->state = OCC_SLOT_IDLE;
+	LWLockRelease(occ_batch->lock);
+	switch (kind)
+	{
+		case OCC_BATCH_COMMITTED:
+		case OCC_BATCH_ERROR:
+		case OCC_BATCH_FAILED:
+			return OCC_BATCH_RAN;
+		case OCC_BATCH_ALONE:
+			return OCC_BATCH_JOIN_ALONE;
+		case OCC_BATCH_UNRUN:
+			break;
+	}
+	return OCC_BATCH_NOT_RUN;
+}
+
+/*
+ * occ_batch_resolve: the slot is ORPHANED: its leader went away.  Wait for
+ * the batch's transaction to end; the outcome stands if it committed,
+ * otherwise the call was not run.
+ */
+static void
+occ_batch_resolve(OccBatchSlot *slot)
+{
+	TransactionId xid = slot->xid;
+	bool		committed = false;
+
+	if (TransactionIdIsValid(xid))
+	{
+		XactLockTableWait(xid, NULL, NULL, XLTW_None);
+		committed = TransactionIdDidCommit(xid);
+	}
+	if (!committed)
+		slot->kind = OCC_BATCH_UNRUN;
+}
+
+/*
+ * occ_batch_conclude: the slot left POSTED and CLAIMED: become the leader
+ * (LEAD), or take the outcome
+ */
+static OccBatchJoin
+occ_batch_conclude(OccBatchSlot *slot, OccBatchOutcome *out)
+{
+	OccSlotState state;
+
+	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	state = slot->state;
+	if (state == OCC_SLOT_LEAD)
+		slot->state = OCC_SLOT_LEADING;
+	LWLockRelease(occ_batch->lock);
+	if (state == OCC_SLOT_LEAD)
+		return OCC_BATCH_LEAD;
+	if (state == OCC_SLOT_ORPHANED)
+		occ_batch_resolve(slot);
+	return occ_batch_take_outcome(slot, out);
+}
+
+/*
+ * occ_batch_cancelled: the follower's wait was interrupted (edata): leave
+ * the queue if no leader took the call; otherwise wait for the outcome,
+ * without interrupts, and report it: a committed call is returned with a
+ * WARNING that the cancel came too late, one that did not commit raises
+ * the interrupt.
+ */
+static OccBatchJoin
+occ_batch_cancelled(OccBatchSlot *slot, ErrorData *edata, OccBatchOutcome *out)
+{
+	OccBatchJoin join;
+
+	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	if (slot->state == OCC_SLOT_POSTED)
+		slot->state = OCC_SLOT_IDLE;
+	else if (slot->state == OCC_SLOT_LEAD)
+		occ_hand_on(slot);
+	if (slot->state == OCC_SLOT_IDLE)
+	{
+		LWLockRelease(occ_batch->lock);
+		ReThrowError(edata);
+	}
+	LWLockRelease(occ_batch->lock);
+
+	HOLD_INTERRUPTS();
+	(void) occ_batch_sleep(slot, 0);
+	join = occ_batch_conclude(slot, out);
+	RESUME_INTERRUPTS();
+	if (join != OCC_BATCH_RAN || !out->committed)
+		ReThrowError(edata);
+	ereport(WARNING,
+			(errcode(edata->sqlerrcode),
+			 errmsg("%s came too late: the call had already run in a batch, which committed", edata->message),
+			 errdetail("Process %d ran the call's body in its batch transaction.", out->leader_pid),
+			 errhint("The call's outcome is returned as if it had not been interrupted.")));
+	return join;
+}
+
+/*
+ * occ_batch_join: the call (spec, attempt number attempt) would wait for
+ * the gate of key: join its batch queue, at most timeout_usec if positive.
+ * *seq keeps the call's place between joins (0 for a new one).  Returns
+ *	OCC_BATCH_LEAD			the call leads: take the gate, run the attempt,
+ *	OCC_BATCH_RAN			a leader ran it: *out says how it ended,
+ *	OCC_BATCH_NOT_RUN		the leader's batch ended without running it,
+ *	OCC_BATCH_JOIN_ALONE	it cannot share a transaction: run it alone,
+ *	OCC_BATCH_TIMED_OUT		the timeout ran out before a leader took it.
+ * Interrupts throw, with the call out of the queue and nothing done (or see
+ * occ_batch_cancelled).  out's parts are made in the current context.
+ */
+OccBatchJoin
+occ_batch_join(const OccRetrySpec *spec, uint64 key, uint64 signature, int attempt,
+			   bool want_result, uint64 *seq, double timeout_usec,
+			   OccBatchOutcome *out)
+{
+	OccBatchSlot *slot = occ_my_slot();
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile OccBatchJoin join = OCC_BATCH_LEAD;
+	int			len;
+
+	if (slot == NULL || occ_session_has_temp())
+		return OCC_BATCH_JOIN_ALONE;
+
+	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	if (slot->state == OCC_SLOT_LEADING && slot->key == key && slot->dbid == MyDatabaseId)
+	{
+		LWLockRelease(occ_batch->lock);
+		return OCC_BATCH_LEAD;
+	}
+	if (slot->state == OCC_SLOT_LEADING)
+		occ_hand_on(slot);		/* the call's key has changed */
+	if (slot->state != OCC_SLOT_IDLE)
+	{
+		/* ABANDONED by the backend before us: its leader has not let go */
+		LWLockRelease(occ_batch->lock);
+		return OCC_BATCH_JOIN_ALONE;
+	}
+	slot->key = key;
+	slot->dbid = MyDatabaseId;
+	slot->pid = MyProcPid;
+	if (occ_find_leader(key) == NULL)
+	{
+		slot->state = OCC_SLOT_LEADING;
+		LWLockRelease(occ_batch->lock);
+		return OCC_BATCH_LEAD;
+	}
+	LWLockRelease(occ_batch->lock);
+
+	/* the slot is IDLE: ours to fill until it is POSTED */
+	len = occ_batch_request(spec, slot->request);
+	if (len < 0)
+		return OCC_BATCH_JOIN_ALONE;
+	slot->request_len = len;
+	slot->userid = GetUserId();
+	slot->signature = signature;
+	slot->attempt = attempt;
+	slot->want_result = want_result;
+	slot->xid = InvalidTransactionId;
+	slot->kind = OCC_BATCH_UNRUN;
+
+	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	if (*seq == 0)
+		*seq = occ_batch->next_seq++;
+	slot->seq = *seq;
+	if (occ_find_leader(key) == NULL)
+		slot->state = OCC_SLOT_LEADING; /* the leader left meanwhile */
+	else
+		slot->state = OCC_SLOT_POSTED;
+	LWLockRelease(occ_batch->lock);
+	if (slot->state == OCC_SLOT_LEADING)
+		return OCC_BATCH_LEAD;
+
+	PG_TRY();
+	{
+		if (occ_batch_sleep(slot, timeout_usec))
+			join = occ_batch_conclude(slot, out);
+		else
+		{
+			LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+			if (slot->state == OCC_SLOT_POSTED)
+			{
+				slot->state = OCC_SLOT_IDLE;
+				join = OCC_BATCH_TIMED_OUT;
+			}
+			LWLockRelease(occ_batch->lock);
+			if (join != OCC_BATCH_TIMED_OUT)
+			{
+				/* taken just now: its outcome is what counts */
+				(void) occ_batch_sleep(slot, 0);
+				join = occ_batch_conclude(slot, out);
+			}
+		}
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		ConditionVariableCancelSleep();
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		join = occ_batch_cancelled(slot, edata, out);
+	}
+	PG_END_TRY();
+	return join;
+}
+
+/*
+ * occ_batch_claim: the leader of key takes up to max calls posted for it
+ * with its signature and role, in queue order, into members (their
+ * requests read in the current memory context); returns how many
+ */
+int
+occ_batch_claim(uint64 key, uint64 signature, int max, OccBatchMember *members)
+{
+	OccBatchSlot *slot = occ_my_slot();
+	int			n = 0;
+
+	if (slot == NULL || max <= 0)
+		return 0;
+	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < occ_batch->nslots; i++)
+	{
+		OccBatchSlot *s = &occ_batch->slots[i];
+		int			at;
+
+		if (s->state != OCC_SLOT_POSTED || s->key != key || s->dbid != MyDatabaseId ||
+			s->signature != signature || s->userid != GetUserId())
+			continue;
+		/* keep the max oldest, in queue order: insertion into members */
+		at = n;
+		while (at > 0 && occ_batch->slots[members[at - 1].slot].seq > s->seq)
+			at--;
+		if (at >= max)
+			continue;
+		if (n == max)
+			n--;
+		memmove(&members[at + 1], &members[at], sizeof(OccBatchMember) * (n - at));
+		memset(&members[at], 0, sizeof(OccBatchMember));
+		members[at].slot = i;
+		n++;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		OccBatchSlot *s = &occ_batch->slots[members[i].slot];
+
+		s->state = OCC_SLOT_CLAIMED;
+		s->leader_pid = MyProcPid;
+		s->xid = InvalidTransactionId;
+		s->kind = OCC_BATCH_UNRUN;
+		members[i].pid = s->pid;
+		members[i].attempt = s->attempt;
+		members[i].want_result = s->want_result;
+	}
+	LWLockRelease(occ_batch->lock);
+
+	for (int i = 0; i < n; i++)
+		occ_batch_read_request(&occ_batch->slots[members[i].slot], &members[i]);
+	occ_led = members;
+	occ_nled = n;
+	return n;
+}
+
+/*
+ * occ_batch_note: the leader ran member m's body: record its tentative
+ * outcome (final once the batch commits).  An error is kept with its
+ * SQLSTATE, message, detail and hint, each cut to fit.  Returns false when
+ * the outcome does not fit (a result too large): the call must run alone.
+ */
+bool
+occ_batch_note(OccBatchMember *m, OccBatchKind kind, const Jsonb *result,
+			   const ErrorData *edata)
+{
+	OccBatchSlot *slot = &occ_batch->slots[m->slot];
+
+	slot->outcome_len = 0;
+	if (result != NULL)
+	{
+		if (VARSIZE(result) > OCC_BATCH_OUTCOME_BYTES)
+			return false;
+		memcpy(slot->outcome, result, VARSIZE(result));
+		slot->outcome_len = VARSIZE(result);
+	}
+	if (edata != NULL)
+	{
+		const char *parts[3] = {edata->message, edata->detail, edata->hint};
+		const Size	room[3] = {OCC_BATCH_OUTCOME_BYTES / 2, OCC_BATCH_OUTCOME_BYTES / 4,
+		OCC_BATCH_OUTCOME_BYTES / 4};
+		char	   *p = slot->outcome;
+
+		for (int i = 0; i < 3; i++)
+		{
+			strlcpy(p, parts[i] ? parts[i] : "", room[i]);
+			p += strlen(p) + 1;
+		}
+		slot->sqlerrcode = edata->sqlerrcode;
+		slot->outcome_len = p - slot->outcome;
+	}
+	slot->kind = kind;
+	m->kind = kind;
+	return true;
+}
+
+/* occ_batch_finish: under the lock, member m's outcome is final: wake it */
+static void
+occ_batch_finish(OccBatchMember *m)
+{
+	OccBatchSlot *slot = &occ_batch->slots[m->slot];
+
+	if (slot->state == OCC_SLOT_ABANDONED)
+		slot->state = OCC_SLOT_IDLE;
+	else if (slot->state == OCC_SLOT_CLAIMED && slot->pid == m->pid)
+	{
+		slot->state = OCC_SLOT_DONE;
+		ConditionVariableSignal(&slot->cv);
+	}
+	m->finished = true;
+}
+
+/*
+ * occ_batch_send_alone: member m cannot share the batch's transaction (its
+ * body was rolled back): tell it now to run alone
+ */
+void
+occ_batch_send_alone(OccBatchMember *m)
+{
+	occ_batch_slot_kind(m, OCC_BATCH_ALONE);
+	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	occ_batch_finish(m);
+	LWLockRelease(occ_batch->lock);
+}
+
+/*
+ * occ_batch_slot_kind: set member m's outcome kind, without its data
+ */
+void
+occ_batch_slot_kind(OccBatchMember *m, OccBatchKind kind)
+{
+	occ_batch->slots[m->slot].kind = kind;
+	occ_batch->slots[m->slot].outcome_len = 0;
+	m->kind = kind;
+}
+
+/*
+ * occ_batch_seal: every member has run: record the batch's transaction
+ * id, before its commit, for followers whose leader goes away
+ */
+void
+occ_batch_seal(OccBatchMember *members, int n)
+{
+	TransactionId xid = GetTopTransactionIdIfAny();
+
+	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < n; i++)
+		if (!members[i].finished)
+			occ_batch->slots[members[i].slot].xid = xid;
+	LWLockRelease(occ_batch->lock);
+}
+
+/*
+ * occ_batch_publish: the batch committed (committed) or was rolled back:
+ * make every member's outcome final and wake it.  batch_size counts the
+ * calls that committed together.  When rolled back, the member whose body
+ * failed (failed, or -1) and, after a failure at COMMIT, every member that
+ * ran, get the failure (edata); the others were not run.
+ */
+void
+occ_batch_publish(OccBatchMember *members, int n, bool committed, int batch_size,
+				  const ErrorData *edata, bool at_commit, int failed)
+{
+	for (int i = 0; i < n; i++)
+	{
+		OccBatchMember *m = &members[i];
+
+		if (m->finished)
+			continue;
+		if (!committed)
+		{
+			if (i == failed || (at_commit && m->kind != OCC_BATCH_UNRUN))
+				(void) occ_batch_note(m, OCC_BATCH_FAILED, NULL, edata);
+			else
+				occ_batch_slot_kind(m, OCC_BATCH_UNRUN);
+			occ_batch->slots[m->slot].at_commit = at_commit;
+		}
+		occ_batch->slots[m->slot].batch_size = batch_size;
+	}
+	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < n; i++)
+		if (!members[i].finished)
+			occ_batch_finish(&members[i]);
+	LWLockRelease(occ_batch->lock);
+	occ_led = NULL;
+	occ_nled = 0;
+}
+
+/*
+ * occ_batch_exit: the backend exits.  As a follower: leave the queue (a
+ * leader that took the call frees the slot).  As a leader: hand the lead
+ * on, and leave the calls it took ORPHANED: each learns its outcome from
+ * the batch transaction's fate.
+ */
+static void
+occ_batch_exit(int code, Datum arg)
+{
+	OccBatchSlot *slot;
+	int			procno = occ_my_procno();
+
+	if (occ_batch == NULL || procno < 0 || procno >= occ_batch->nslots)
+		return;
+	slot = &occ_batch->slots[procno];
+	LWLockReleaseAll();
+	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < occ_nled; i++)
+	{
+		OccBatchSlot *s = &occ_batch->slots[occ_led[i].slot];
+
+		if (occ_led[i].finished)
+			continue;
+		if (s->state == OCC_SLOT_ABANDONED)
+			s->state = OCC_SLOT_IDLE;
+		else if (s->state == OCC_SLOT_CLAIMED && s->pid == occ_led[i].pid)
+		{
+			s->state = OCC_SLOT_ORPHANED;
+			ConditionVariableSignal(&s->cv);
+		}
+	}
+	occ_nled = 0;
+	switch (slot->state)
+	{
+		case OCC_SLOT_LEADING:
+		case OCC_SLOT_LEAD:
+			occ_hand_on(slot);
+			break;
+		case OCC_SLOT_CLAIMED:
+			slot->state = OCC_SLOT_ABANDONED;
+			break;
+		case OCC_SLOT_ABANDONED:
+			break;
+		default:
+			slot->state = OCC_SLOT_IDLE;
+			break;
+	}
+	LWLockRelease(occ_batch->lock);
+}

@@ -1,0 +1,212 @@
+/*-------------------------------------------------------------------------
+ *
+ * lead.c
+ *		The leader of a batch: in its attempt, after its own body and before
+ *		its commit, it runs the bodies of the calls waiting behind it.
+ *
+ * The leader's attempt (attempt.c) runs its own body in a subtransaction
+ * and releases it; then, before the commit, occ_lead_run takes the calls
+ * that wait in its key's batch queue with the same body and signature
+ * (batch.c) and runs each one's body, with its own parameters and attempt
+ * number (occ.attempt()), in a subtransaction of its own, in queue order:
+ * each body sees the ones before it, as if they had run one after another.
+ * Then the attempt commits once, and occ_lead_end tells every call its
+ * outcome.
+ *
+ *	- A body's error that its call would not retry rolls back its
+ *	  subtransaction only; its call gets the error, the others go on.
+ *	- A retryable error (or a cancel of the leader) fails the batch: the
+ *	  attempt rolls back; the call whose body failed gets the failure, the
+ *	  calls not run yet get nothing and join again.  A failure at COMMIT is
+ *	  every call's.  Each call then decides by its own policy: no body runs
+ *	  twice after a commit, since outcomes are told only after it.
+ *	- A body that leaves something in the session (session.c) is rolled
+ *	  back and its call runs alone; a result too large to hand over, too.
+ *	- A leader whose own body left something in its session, or wrote to a
+ *	  foreign table, takes no one.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+#include "pg_occ.h"
+
+/*
+ * occ_lead_begin: the leader's attempt begins (its isolation level set):
+ * note what its session is like, for the signature of the calls it may
+ * take and to see what its own body changes
+ */
+void
+occ_lead_begin(OccLead *lead, const OccRetrySpec *spec, OccBody **body, uint64 key)
+{
+	memset(lead, 0, sizeof(*lead));
+	lead->spec = spec;
+	lead->body = body;
+	lead->key = key;
+	lead->fingerprint = occ_session_fingerprint();
+	lead->signature = occ_batch_signature(spec, lead->fingerprint);
+	lead->failed = -1;
+}
+
+/* occ_lead_shares: is the leader's session as it was before its body? */
+static bool
+occ_lead_shares(OccLead *lead)
+{
+	return *lead->body != NULL && occ_body_shares(*lead->body) &&
+		!occ_foreign_written_yet() && !occ_session_has_temp() &&
+		occ_session_fingerprint() == lead->fingerprint;
+}
+
+/*
+ * occ_lead_fails_batch: does this error of a member's body fail the whole
+ * batch?  A failure its call retries (every member's retry_on is the
+ * leader's), any other of class 40 (transaction rollback), and a cancel or
+ * statement_timeout of the leader.
+ */
+static bool
+occ_lead_fails_batch(const OccLead *lead, const ErrorData *edata)
+{
+	return occ_sqlstates_match(lead->spec->retry_on, edata->sqlerrcode) ||
+		ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
+		edata->sqlerrcode == ERRCODE_QUERY_CANCELED;
+}
+
+/*
+ * occ_lead_member_body: run member m's body, in the subtransaction begun by
+ * the caller; returns its result (NULL when it wants none or has none)
+ */
+static Jsonb *
+occ_lead_member_body(OccLead *lead, OccBatchMember *m, MemoryContext cxt)
+{
+	DestReceiver *rows = m->want_result ? occ_result_receiver(cxt) : NULL;
+	Jsonb	   *result = NULL;
+
+	occ_attempt_body(*lead->body, m->params, m->attempt,
+					 rows != NULL ? rows : None_Receiver);
+	if (rows != NULL)
+	{
+		MemoryContextSwitchTo(cxt);
+		result = occ_result_jsonb(rows);
+		occ_result_free(rows);
+	}
+	return result;
+}
+
+/*
+ * occ_lead_member: run member m's body in a subtransaction of its own and
+ * note its outcome (see the file header)
+ */
+static void
+occ_lead_member(OccLead *lead, int i, const OccSessionLocks *locks)
+{
+	OccBatchMember *m = &lead->members[i];
+	const OccRetrySpec *spec = lead->spec;
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool in_subxact = false;
+	bool		alone = false;
+
+	if (strcmp(m->sql, spec->sql) != 0 || m->nargs != spec->nargs ||
+		memcmp(m->argtypes, spec->argtypes, sizeof(Oid) * spec->nargs) != 0)
+	{
+		occ_batch_send_alone(m);	/* a hash collision */
+		return;
+	}
+	BeginInternalSubTransaction(NULL);
+	in_subxact = true;
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		Jsonb	   *result = occ_lead_member_body(lead, m, cxt);
+
+		alone = occ_session_fingerprint() != lead->fingerprint ||
+			occ_session_has_temp() || occ_session_locks_changed(locks) ||
+			occ_foreign_written_yet() ||
+			!occ_batch_note(m, OCC_BATCH_COMMITTED, result, NULL);
+		in_subxact = false;
+		if (alone)
+			RollbackAndReleaseCurrentSubTransaction();
+		else
+			ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		if (in_subxact)
+			RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		occ_session_locks_restore(locks);
+		if (occ_lead_fails_batch(lead, edata))
+		{
+			lead->failed = i;
+			ReThrowError(edata);
+		}
+		(void) occ_batch_note(m, OCC_BATCH_ERROR, NULL, edata);
+		FreeErrorData(edata);
+		return;
+	}
+	PG_END_TRY();
+	if (alone)
+	{
+		occ_session_locks_restore(locks);
+		occ_batch_send_alone(m);
+	}
+	else
+		lead->ran++;
+}
+
+/*
+ * occ_lead_run: the before-commit step of the leader's attempt: take the
+ * waiting calls and run their bodies (errors that fail the batch throw)
+ */
+void
+occ_lead_run(void *arg)
+{
+	OccLead    *lead = (OccLead *) arg;
+	OccSessionLocks *locks;
+
+	if (occ_batch_max_calls <= 1 || !occ_lead_shares(lead))
+		return;
+	lead->members = palloc(sizeof(OccBatchMember) * (occ_batch_max_calls - 1));
+	lead->n = occ_batch_claim(lead->key, lead->signature, occ_batch_max_calls - 1,
+							  lead->members);
+	if (lead->n == 0)
+		return;
+	locks = occ_session_locks();
+	for (int i = 0; i < lead->n; i++)
+		occ_lead_member(lead, i, locks);
+	occ_batch_seal(lead->members, lead->n);
+}
+
+/*
+ * occ_lead_end: the leader's attempt committed (committed) or failed with
+ * failure: tell every call it took.  Returns the size of the batch that
+ * committed (1 when the leader ran alone).
+ */
+int
+occ_lead_end(OccLead *lead, bool committed, const OccAttemptFailure *failure)
+{
+	int			size = 1;
+
+	if (lead->n == 0)
+		return size;
+	if (committed)
+		size += lead->ran;
+	occ_batch_publish(lead->members, lead->n, committed, size,
+					  committed ? NULL : failure->edata,
+					  committed ? false : failure->at_commit, lead->failed);
+	lead->n = 0;
+	return size;
+}

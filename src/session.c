@@ -1,0 +1,124 @@
+/*-------------------------------------------------------------------------
+ *
+ * session.c
+ *		What a body's meaning depends on in its session, and what a body
+ *		leaves in its session: whether two calls can share a transaction.
+ *
+ * A batch (batch.c, lead.c) runs the bodies of several sessions' calls in
+ * one session, the leader's.  That is the same as running them in their
+ * own sessions only when
+ *
+ *	- the sessions agree on every setting that can change what a body means
+ *	  (search_path, TimeZone, DateStyle, a custom app.tenant that a policy
+ *	  reads, ...): occ_session_fingerprint() hashes every setting that is
+ *	  not at its built-in default, as a parallel query's leader sends them
+ *	  to its workers (SerializeGUCState), and the calling role;
+ *	- neither has temporary tables, whose names the other would resolve
+ *	  differently (occ_session_has_temp());
+ *	- the body leaves nothing in the session that would have stayed in its
+ *	  own: settings (SET without LOCAL changes the fingerprint, and so does
+ *	  SET LOCAL, which would last until the batch's commit), temporary
+ *	  tables, advisory locks and occ.gate() (occ_session_user_locks(), the
+ *	  locks of the user method this backend holds, before and after), and
+ *	  prepared statements, cursors WITH HOLD, LISTEN and the like, which
+ *	  plan_cache.c finds in the body's statements (occ_body_shares()).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "miscadmin.h"
+#include "utils/guc.h"
+
+#include "pg_occ.h"
+
+/*
+ * occ_session_fingerprint: a hash of the settings that are not at their
+ * built-in default (names, values and where they came from) and of the
+ * current role.  Two sessions with the same fingerprint give a body the
+ * same meaning, as far as settings go.
+ */
+uint64
+occ_session_fingerprint(void)
+{
+	Size		size = EstimateGUCStateSpace();
+	char	   *state = palloc0(size);
+	Size		used;
+	uint64		hash;
+	Oid			userid = GetUserId();
+
+	/* the state begins with its length; the estimate may be larger */
+	SerializeGUCState(size, state);
+	memcpy(&used, state, sizeof(used));
+	hash = hash_bytes_extended((const unsigned char *) state,
+							   Min(sizeof(used) + used, size), 0);
+	pfree(state);
+	return hash ^ hash_bytes_extended((const unsigned char *) &userid,
+									  sizeof(userid), 0);
+}
+
+/* occ_session_has_temp: has this session a temporary schema? */
+bool
+occ_session_has_temp(void)
+{
+	Oid			temp;
+	Oid			toast;
+
+	GetTempNamespaceState(&temp, &toast);
+	return OidIsValid(temp);
+}
+
+/*
+ * occ_session_locks: the locks of the user method (advisory locks, gates)
+ * this backend holds, in the current memory context
+ */
+OccSessionLocks *
+occ_session_locks(void)
+{
+	OccSessionLocks *locks = palloc(sizeof(OccSessionLocks));
+
+	locks->n = occ_user_locks_held(locks->tags, locks->masks, OCC_SESSION_LOCKS_MAX);
+	return locks;
+}
+
+/* occ_session_locks_changed: does this backend hold other user locks now? */
+bool
+occ_session_locks_changed(const OccSessionLocks *before)
+{
+	OccSessionLocks now;
+
+	now.n = occ_user_locks_held(now.tags, now.masks, OCC_SESSION_LOCKS_MAX);
+	if (now.n != before->n || now.n > OCC_SESSION_LOCKS_MAX)
+		return true;
+	for (int i = 0; i < now.n; i++)
+		if (memcmp(&now.tags[i], &before->tags[i], sizeof(LOCKTAG)) != 0 ||
+			now.masks[i] != before->masks[i])
+			return true;
+	return false;
+}
+
+/*
+ * occ_session_locks_restore: after a rolled-back subtransaction (which
+ * released its transaction-level locks), release the session-level user
+ * locks taken since before: an advisory lock that another session's body
+ * took in this one
+ */
+void
+occ_session_locks_restore(const OccSessionLocks *before)
+{
+	OccSessionLocks now;
+
+	now.n = Min(occ_user_locks_held(now.tags, now.masks, OCC_SESSION_LOCKS_MAX),
+				OCC_SESSION_LOCKS_MAX);
+	for (int i = 0; i < now.n; i++)
+	{
+		bool		known = false;
+
+		for (int j = 0; j < Min(before->n, OCC_SESSION_LOCKS_MAX) && !known; j++)
+			known = memcmp(&now.tags[i], &before->tags[j], sizeof(LOCKTAG)) == 0;
+		for (LOCKMODE mode = 1; !known && mode <= MaxLockMode; mode++)
+			if (now.masks[i] & LOCKBIT_ON(mode))
+				LockRelease(&now.tags[i], mode, true);
+	}
+}
