@@ -512,6 +512,10 @@ occ_batch_cancelled(OccBatchSlot *slot, ErrorData *edata, OccBatchOutcome *out)
 	}
 	LWLockRelease(occ_batch->lock);
 
+	ereport(WARNING,
+			(errmsg("%s: the call waits for the outcome of the batch that runs it", edata->message),
+			 errdetail("Process %d took the call into its batch transaction; the call reports whether it committed.",
+					   slot->leader_pid)));
 	HOLD_INTERRUPTS();
 	(void) occ_batch_sleep(slot, 0);
 	join = occ_batch_conclude(slot, out);

@@ -34,9 +34,66 @@
 #include "pg_occ.h"
 
 /*
+ * Settings that differ between sessions without changing what a body
+ * means: each client names itself
+ */
+static const char *const occ_meaningless_settings[] = {"application_name", NULL};
+
+/* occ_meaningless: is name one of occ_meaningless_settings? */
+static bool
+occ_meaningless(const char *name)
+{
+	for (int i = 0; occ_meaningless_settings[i] != NULL; i++)
+		if (strcmp(name, occ_meaningless_settings[i]) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * occ_hash_settings: the hash of the names and values in SerializeGUCState's
+ * output (len bytes from p): for each setting its name, value and source
+ * file as strings, the line when there is a file, then its source, the
+ * context and the role that set it (guc.c, serialize_variable).  Where
+ * from is left out: the same value means the same, whoever set it.
+ * Returns false if the state does not parse so.
+ */
+static bool
+occ_hash_settings(const char *p, Size len, uint64 *hash)
+{
+	const char *end = p + len;
+	uint64		h = 0;
+
+	while (p < end)
+	{
+		const char *name = p;
+		const char *value = memchr(name, '\0', end - name);
+		const char *file = NULL;
+		const char *next = NULL;
+
+		if (value != NULL)
+			file = memchr(value + 1, '\0', end - value - 1);
+		if (file != NULL)
+			next = memchr(file + 1, '\0', end - file - 1);
+		if (next == NULL)
+			return false;
+		file++;
+		next += 1 + (*file ? sizeof(int) : 0) + sizeof(GucSource) +
+			sizeof(GucContext) + sizeof(Oid);
+		if (next > end)
+			return false;
+		if (!occ_meaningless(name))
+			h = hash_combine64(h, hash_bytes_extended((const unsigned char *) name,
+													  file - 1 - name, 0));
+		p = next;
+	}
+	*hash = h;
+	return true;
+}
+
+/*
  * occ_session_fingerprint: a hash of the settings that are not at their
- * built-in default (names, values and where they came from) and of the
- * current role.  Two sessions with the same fingerprint give a body the
+ * built-in default (names and values; application_name left out) and of
+ * the current role.  Two sessions with the same fingerprint give a body the
  * same meaning, as far as settings go.
  */
 uint64
@@ -51,11 +108,12 @@ occ_session_fingerprint(void)
 	/* the state begins with its length; the estimate may be larger */
 	SerializeGUCState(size, state);
 	memcpy(&used, state, sizeof(used));
-	hash = hash_bytes_extended((const unsigned char *) state,
-							   Min(sizeof(used) + used, size), 0);
+	used = Min(used, size - sizeof(used));
+	if (!occ_hash_settings(state + sizeof(used), used, &hash))
+		hash = hash_bytes_extended((const unsigned char *) state + sizeof(used), used, 0);
 	pfree(state);
-	return hash ^ hash_bytes_extended((const unsigned char *) &userid,
-									  sizeof(userid), 0);
+	return hash_combine64(hash, hash_bytes_extended((const unsigned char *) &userid,
+													sizeof(userid), 0));
 }
 
 /* occ_session_has_temp: has this session a temporary schema? */

@@ -1,0 +1,185 @@
+#!/bin/bash
+# Batch mode (contention => 'batch') with real sessions: the calls queued
+# behind a key's leader run in the leader's transaction, each in its own
+# subtransaction, in queue order, with one commit; each caller gets its own
+# outcome.  Checked here, each a state reached by polling pg_stat_activity
+# or the sessions' output, never by sleeping a fixed time:
+#   1. outcomes: results, attempts and occ.attempt() as if each call had
+#      run alone, a body's own error raised in its own caller only, the
+#      rows in queue order and written by the leader's backend; a follower
+#      waits on a condition variable (wait event Extension) holding no
+#      transaction id and no snapshot; one cancelled before the leader took
+#      it leaves with nothing done; occ.stats counts the batch;
+#   2. a follower cancelled after the leader took it waits for the outcome
+#      and reports it: committed, with a WARNING;
+#   3. the leader terminated in the middle of the batch: its followers learn
+#      that the batch did not commit and run again, each once;
+#   4. bodies that leave session state (SET, an advisory lock, a temporary
+#      table) run alone, in their own session.
+# The callers' first attempts fail until they hold the key's gate
+# (conflict_until_gated), so every call joins the queue; the leader's body
+# waits for a sequence the test sets (sequences are not transactional, so
+# the leader sees it whatever its snapshot).
+set -euo pipefail
+
+DB=occ_batch
+fail() { echo "batch: FAIL: $*" >&2; exit 1; }
+# shellcheck source=test/sessions.sh
+. "$(dirname "$0")/sessions.sh"
+
+dropdb --if-exists "$DB" && createdb "$DB"
+sql "CREATE EXTENSION pg_occ;
+     CREATE TABLE log (seq serial PRIMARY KEY, who text NOT NULL, attempt int, pid int);
+     CREATE SEQUENCE go; CREATE SEQUENCE go2; CREATE SEQUENCE reached;
+     CREATE FUNCTION conflict_until_gated() RETURNS void LANGUAGE plpgsql AS
+     \$\$ BEGIN
+       IF NOT EXISTS (SELECT FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'
+                      AND objsubid = 20291 AND granted) THEN
+         RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
+       END IF;
+     END \$\$;
+     -- wait until the sequence flag is set (after counting mark up, if given)
+     CREATE FUNCTION wait_flag(flag regclass, mark regclass DEFAULT NULL) RETURNS void LANGUAGE plpgsql AS
+     \$\$ DECLARE called boolean; BEGIN
+       IF mark IS NOT NULL THEN PERFORM nextval(mark); END IF;
+       LOOP
+         EXECUTE format('SELECT is_called FROM %s', flag) INTO called;
+         EXIT WHEN called;
+         PERFORM pg_sleep(0.02);
+       END LOOP;
+     END \$\$;"
+
+BODY='SELECT conflict_until_gated();
+SELECT wait_flag($$go$$) WHERE $1 = $$L$$;
+SELECT 1 / (CASE WHEN $1 = $$bad$$ THEN 0 ELSE 1 END);
+SELECT wait_flag($$go2$$, $$reached$$) WHERE $1 = $$slow$$;
+INSERT INTO log (who, attempt, pid) VALUES ($1, occ.attempt(), pg_backend_pid()) RETURNING who, attempt'
+
+# call WHO: the CALL of a caller named WHO; its output: result|attempts|slept
+call() { echo "CALL occ.retry(\$body\$$BODY\$body\$, NULL::jsonb, NULL::int, NULL::interval, params => row('$1'), contention => 'batch', key => 'k');"; }
+
+# start NAME [SETUP]: a caller named NAME, in the background
+start() { start_session "$1" -At -c "${2:-SET client_min_messages = warning}" -c "$(call "$1")"; }
+
+# outcome WHO OUTPUT: OUTPUT is WHO's committed row, with occ.attempt() in
+# the body equal to the attempts that the call reports (1 when the key was
+# hot at its start and it queued at once, 2 after a first failed attempt)
+outcome() { grep -qE "^\[\{\"who\": \"$1\", \"attempt\": ([12])\}\]\|\1\|" <<<"$2"; }
+
+# posted NAME: NAME waits in the batch queue; print its pid
+posted() { wait_for "$1" "wait_event_type = 'Extension'"; }
+
+reset() {
+    sql "TRUNCATE log; SELECT setval('go', 1, false), setval('go2', 1, false), setval('reached', 1, false); SELECT occ.stats_reset()" >/dev/null
+}
+
+# --- 1. outcomes
+reset
+start L
+leader=$(holding L)
+for f in f1 bad f2 f4; do
+    start "$f"
+    posted "$f" >/dev/null
+done
+pid=$(posted f1)
+state=$(sql "SELECT backend_xid IS NULL, backend_xmin IS NULL FROM pg_stat_activity WHERE pid = $pid")
+[ "$state" = "t|t" ] || fail "a posted follower holds an xid or a snapshot: $state"
+sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'f4'" >/dev/null
+out=$(ended f4)
+grep -q "canceling statement due to user request" <<<"$out" || fail "cancelled follower: $out"
+sql "SELECT setval('go', 1)" >/dev/null
+for f in L f1 f2; do
+    out=$(ended "$f")
+    outcome "$f" "$out" || fail "$f's outcome: $out"
+done
+out=$(ended bad)
+grep -q "ERROR:  division by zero" <<<"$out" || fail "bad's outcome: $out"
+rows=$(sql "SELECT string_agg(who || ':' || (pid = $leader), ',' ORDER BY seq) FROM log")
+[ "$rows" = "L:true,f1:true,f2:true" ] || fail "rows: $rows"
+stats=$(sql "SELECT calls, commits, errors, batched, mean_batch_size FROM occ.stats WHERE query LIKE '%wait_flag%'")
+[ "$stats" = "5|3|2|3|3" ] || fail "occ.stats: $stats"
+echo "batch: one leader ran 3 calls and a failing one in order, each with its own outcome; a cancelled waiter left with nothing done"
+
+# --- 2. a follower cancelled after the leader took it
+reset
+start L
+holding L >/dev/null
+start slow
+posted slow >/dev/null
+sql "SELECT setval('go', 1)" >/dev/null
+until [ "$(sql "SELECT is_called FROM reached")" = t ]; do sleep 0.1; done
+sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'slow'" >/dev/null
+for _ in $(seq 1 300); do
+    grep -q "waits for the outcome of the batch" "$SESSIONS/slow.out" && break
+    sleep 0.1
+done
+grep -q "waits for the outcome of the batch" "$SESSIONS/slow.out" || fail "the cancelled follower did not say it waits: $(cat "$SESSIONS/slow.out")"
+sql "SELECT setval('go2', 1)" >/dev/null
+out=$(ended slow)
+grep -q "came too late" <<<"$out" || fail "cancelled follower's outcome: $out"
+outcome slow "$out" || fail "cancelled follower's result: $out"
+ended L >/dev/null
+rows=$(sql "SELECT string_agg(who, ',' ORDER BY seq) FROM log")
+[ "$rows" = "L,slow" ] || fail "rows after the late cancel: $rows"
+echo "batch: a follower cancelled after the leader took it reported its committed outcome, with a WARNING"
+
+# --- 3. the leader terminated in the middle of the batch
+reset
+start L
+leader=$(holding L)
+start slow
+posted slow >/dev/null
+start f2
+posted f2 >/dev/null
+sql "SELECT setval('go', 1)" >/dev/null
+until [ "$(sql "SELECT is_called FROM reached")" = t ]; do sleep 0.1; done
+sql "SELECT pg_terminate_backend($leader)" >/dev/null
+out=$(ended L)
+grep -q "terminating connection" <<<"$out" || fail "terminated leader: $out"
+# the followers run again: slow leads now, and waits for go2 in its own body
+sql "SELECT setval('go2', 1)" >/dev/null
+for f in slow f2; do
+    out=$(ended "$f")
+    outcome "$f" "$out" || fail "$f after its leader's end: $out"
+done
+rows=$(sql "SELECT string_agg(who, ',' ORDER BY who) FROM log")
+[ "$rows" = "f2,slow" ] || fail "rows after the leader's end: $rows"
+echo "batch: the leader terminated mid-batch: nothing of the batch committed, its followers ran again, once each"
+
+# --- 4. bodies that leave session state run alone
+sql "CREATE FUNCTION keep_state(who text, what text) RETURNS void LANGUAGE plpgsql AS
+     \$\$ BEGIN
+       IF who <> 'keeper' THEN RETURN; END IF;
+       CASE what
+         WHEN 'set' THEN PERFORM set_config('app.x', '1', false);
+         WHEN 'lock' THEN PERFORM pg_advisory_lock(7);
+         WHEN 'temp' THEN CREATE TEMP TABLE t (x int);
+       END CASE;
+     END \$\$;" >/dev/null
+# what a session has kept: advisory lock 7, app.x, temporary table t
+KEPT="SELECT (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory' AND objid = 7)
+          || ',' || coalesce(current_setting('app.x', true), '') || ','
+          || (SELECT count(*) FROM pg_class WHERE relname = 't' AND relpersistence = 't')"
+for what in set lock temp; do
+    reset
+    body="$BODY; SELECT keep_state(\$1, '$what')"
+    for who in L keeper; do
+        start_session "$who" -At -c "SET client_min_messages = warning" \
+            -c "CALL occ.retry(\$body\$$body\$body\$, NULL::jsonb, NULL::int, NULL::interval, params => row('$who'), contention => 'batch', key => 'k');" \
+            -c "$KEPT"
+        [ "$who" = L ] && holding L >/dev/null || posted keeper >/dev/null
+    done
+    sql "SELECT setval('go', 1)" >/dev/null
+    out=$(ended L)
+    [ "$(sed -n 2p <<<"$out")" = "0,,0" ] || fail "the leader kept the follower's $what: $out"
+    out=$(ended keeper)
+    case $what in
+        set) expect="0,1,0" ;;
+        lock) expect="1,,0" ;;
+        temp) expect="0,,1" ;;
+    esac
+    [ "$(sed -n 2p <<<"$out")" = "$expect" ] || fail "the follower's $what is not in its session: $out"
+    rows=$(sql "SELECT string_agg(who || ':' || (pid = (SELECT pid FROM log WHERE who = 'L')), ',' ORDER BY seq) FROM log")
+    [ "$rows" = "L:true,keeper:false" ] || fail "keeper ($what) ran in the batch: $rows"
+done
+echo "batch: bodies that SET, take an advisory lock or create a temporary table ran alone, in their own session"
