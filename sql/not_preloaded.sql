@@ -35,6 +35,12 @@ CALL occ.retry('SELECT np_conflict_until_gated(); UPDATE np SET v = v + 1',
 SELECT attempts, slept, outcome FROM occ.last_retry();
 SELECT v FROM np;
 SELECT count(*) AS gates_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 20291;
+-- and batch mode behaves as queue mode: there is no batch queue to join
+CALL occ.retry('SELECT np_conflict_until_gated(); UPDATE np SET v = v + 1',
+               contention => 'batch', key => 'np', base => '10min', cap => '10min', jitter => 'none');
+SELECT attempts, slept, outcome FROM occ.last_retry();
+SELECT v FROM np;
+SELECT count(*) AS gates_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 20291;
 
 -- Without preloading there is no retry budget: occ.retry_budget can be set,
 -- but every retry runs (this one would be refused with 0.5 tokens at most),

@@ -286,7 +286,7 @@ for my $i (1 .. $n) {
             params => pick(@params), max_attempts => pick(@ints), base => pick(@intervals),
             cap => pick(@intervals), jitter => pick(@texts), factor => pick(@doubles),
             max_duration => pick(@intervals), isolation => pick(@texts), retry_on => pick(@retry_on),
-            contention => pick(@texts, "'queue'", "'backoff'"), key => pick(@keys),
+            contention => pick(@texts, "'queue'", "'backoff'", "'batch'"), key => pick(@keys),
         ) : (
             params => pick(@params), max_attempts => pick('1', '2', '3', '5'),
             base => pick("'1us'", "'100us'", "'1ms'"), cap => pick("'1ms'", "'5ms'"),
@@ -296,9 +296,9 @@ for my $i (1 .. $n) {
             isolation => pick("'serializable'", "'repeatable read'", "'read committed'"),
             retry_on => pick('NULL', "'{40001}'", "'{40}'", "'{22}'", "'{42}'", "'{0A}'", "'{25}'",
                              "'{2D}'", "'{22012}'", "'{23,40,42,54}'"),
-            contention => pick("'queue'", "'backoff'"), key => pick("'k'", "'k2'", "'account:' || 1"),
+            contention => pick("'queue'", "'backoff'", "'batch'"), key => pick("'k'", "'k2'", "'account:' || 1"),
         );
-        delete $opt{key} if !$hostile && $opt{contention} ne "'queue'";
+        delete $opt{key} if !$hostile && $opt{contention} eq "'backoff'";
         my @names = grep { rand() < 0.35 } sort keys %opt;
         my @opts = map { "$_ => $opt{$_}" } @names;
         # before the call: another retry budget, a smaller result

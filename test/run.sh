@@ -16,7 +16,10 @@
 #   that preloads pg_occ runs
 #     - pg_regress (sql/, expected/) and the isolation specs (test/specs/),
 #     - pgTAP (test/tap/) with pg_prove,
-#     - the stress check (test/stress.sh) in backoff and in queue mode, the
+#     - the stress check (test/stress.sh) in backoff, queue and batch mode,
+#       batch mode's checks with real sessions (test/batch.sh: outcomes,
+#       cancels, a terminated leader, session state) and under a storm of
+#       cancels and terminations (test/batch_storm.sh), the
 #       interrupt checks of a sleeping and of a queued call, of one that
 #       makes a large result, and of a transaction queued by SET LOCAL
 #       occ.key (test/interrupt*.sh),
@@ -77,6 +80,9 @@ in_cluster() {
     pg_prove --ext .sql -d postgres test/tap/
     test/stress.sh
     CONTENTION=queue CLIENTS=96 test/stress.sh
+    CONTENTION=batch CLIENTS=64 test/stress.sh
+    test/batch.sh
+    test/batch_storm.sh
     test/interrupt.sh
     test/interrupt_queue.sh
     test/interrupt_key.sh

@@ -5,7 +5,9 @@
 # occ.stats must match the work done (calls, commits, give-ups, attempts).
 #
 # CONTENTION=queue runs the calls in queue mode (each call queues on the
-# row's gate); then occ.stats must also show queued calls.
+# row's gate); then occ.stats must also show queued calls.  CONTENTION=batch
+# runs them in batch mode, reading the row in a subquery (a body that sets a
+# setting runs alone there); occ.stats must show calls that ran in batches.
 #
 # Runs against the server in PG* (test/run.sh starts one); needs pg_occ
 # preloaded for the statistics part.
@@ -26,12 +28,21 @@ sql "SELECT occ.stats_reset();" >/dev/null
 script=$(mktemp)
 trap 'rm -f "$script"' EXIT
 # read, then write the value read + 1: a lost update would show
-cat > "$script" <<'SQL'
+if [ "$CONTENTION" = batch ]; then
+    cat > "$script" <<'SQL'
+CALL occ.retry('SELECT v FROM hot WHERE id = 1 /* stress.v */;
+                UPDATE hot SET v = (SELECT v FROM hot WHERE id = 1) + 1 WHERE id = 1',
+               isolation => 'repeatable read', max_attempts => 20, base => '100us', cap => '20ms',
+               contention => ':contention');
+SQL
+else
+    cat > "$script" <<'SQL'
 CALL occ.retry('SELECT set_config(''stress.v'', v::text, true) FROM hot WHERE id = 1;
                 UPDATE hot SET v = current_setting(''stress.v'')::bigint + 1 WHERE id = 1',
                isolation => 'repeatable read', max_attempts => 20, base => '100us', cap => '20ms',
                contention => ':contention');
 SQL
+fi
 
 out=$(pgbench -n -d "$DB" -c "$CLIENTS" -j 2 -t "$CALLS_PER_CLIENT" -D contention="$CONTENTION" -f "$script" 2>&1) || true
 processed=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
@@ -54,9 +65,14 @@ echo "stress: occ.stats: calls $calls, commits $commits, gave_up $gave_up, attem
 [ "$errors" -eq 0 ] || fail "occ.stats errors $errors"
 [ "$attempts" -eq "$((commits + failures))" ] || fail "attempts $attempts != commits + failed attempts"
 [ "$failures" -gt 0 ] || fail "no conflicts at all: the check did not exercise retries"
-if [ "$CONTENTION" = queue ]; then
-    [ "$queued" -gt 0 ] || fail "queue mode, but no call queued"
-    [ "$gave_up" -eq 0 ] || fail "queue mode: $gave_up calls gave up"
+if [ "$CONTENTION" != backoff ]; then
+    [ "$queued" -gt 0 ] || fail "$CONTENTION mode, but no call queued"
+    [ "$gave_up" -eq 0 ] || fail "$CONTENTION mode: $gave_up calls gave up"
+fi
+if [ "$CONTENTION" = batch ]; then
+    batched=$(sql "SELECT batched || ' calls, mean size ' || round(mean_batch_size::numeric, 1) FROM occ.stats WHERE query LIKE '%stress.v%'")
+    echo "stress: batched: $batched"
+    [ "${batched%% *}" -gt 0 ] || fail "batch mode, but no call ran in a batch"
 fi
 dropdb "$DB"
 echo "stress: ok"

@@ -475,8 +475,9 @@ SELECT results_eq(
               ('queued', 'bigint'), ('total_wait_time', 'double precision'), ('max_wait_time', 'double precision'),
               ('total_time', 'double precision'), ('mean_time', 'double precision'),
               ('mean_attempts', 'double precision'), ('max_attempts', 'bigint'),
-              ('attempts_histogram', 'bigint[]'), ('learned_key', 'text') $$,
-    'occ.stats has exactly these 24 columns, in this order');
+              ('attempts_histogram', 'bigint[]'), ('learned_key', 'text'), ('batched', 'bigint'),
+              ('mean_batch_size', 'double precision') $$,
+    'occ.stats has exactly these 26 columns, in this order');
 SELECT has_column('occ', 'stats', 'userid',                 'occ.stats has column userid');
 SELECT col_type_is('occ', 'stats', 'userid',                 'oid',              'occ.stats.userid is oid');
 SELECT has_column('occ', 'stats', 'dbid',                   'occ.stats has column dbid');

@@ -5,18 +5,18 @@
 -- value is not checked, only its built-in default.
 \ir begin.psql
 
-SELECT plan(90);
+SELECT plan(91);
 
 ------------------------------------------------------------------------
 -- Exactly the documented parameters exist
 ------------------------------------------------------------------------
 SELECT set_eq(
     $$ SELECT name::text FROM pg_settings WHERE name LIKE 'occ.%' $$,
-    ARRAY['occ.base_delay', 'occ.max_delay', 'occ.jitter', 'occ.factor', 'occ.max_attempts',
+    ARRAY['occ.base_delay', 'occ.max_delay', 'occ.jitter', 'occ.factor', 'occ.max_attempts', 'occ.batch_max_calls',
           'occ.max_duration', 'occ.isolation', 'occ.contention', 'occ.retry_sqlstates', 'occ.log_retries',
           'occ.track_stats', 'occ.stats_max', 'occ.max_result_size', 'occ.retry_budget',
           'occ.retry_budget_ratio', 'occ.retry_budget_floor', 'occ.key'],
-    'exactly the 17 documented occ.* parameters exist');
+    'exactly the 18 documented occ.* parameters exist');
 
 ------------------------------------------------------------------------
 -- Context of each parameter: stats_max needs a restart, log_retries,
@@ -25,7 +25,7 @@ SELECT set_eq(
 ------------------------------------------------------------------------
 SELECT results_eq(
     $$ SELECT name::text COLLATE "default", context::text FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
-    $$ VALUES ('occ.base_delay', 'user'), ('occ.contention', 'user'), ('occ.factor', 'user'), ('occ.isolation', 'user'),
+    $$ VALUES ('occ.base_delay', 'user'), ('occ.batch_max_calls', 'user'), ('occ.contention', 'user'), ('occ.factor', 'user'), ('occ.isolation', 'user'),
               ('occ.jitter', 'user'), ('occ.key', 'user'), ('occ.log_retries', 'superuser'), ('occ.max_attempts', 'user'),
               ('occ.max_delay', 'user'), ('occ.max_duration', 'user'), ('occ.max_result_size', 'user'),
               ('occ.retry_budget', 'superuser'), ('occ.retry_budget_floor', 'superuser'),
@@ -52,7 +52,7 @@ SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.retry_budget_floor'
 ------------------------------------------------------------------------
 SELECT results_eq(
     $$ SELECT name::text COLLATE "default", vartype, unit FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
-    $$ VALUES ('occ.base_delay', 'real', 'ms'), ('occ.contention', 'enum', NULL), ('occ.factor', 'real', NULL),
+    $$ VALUES ('occ.base_delay', 'real', 'ms'), ('occ.batch_max_calls', 'integer', NULL), ('occ.contention', 'enum', NULL), ('occ.factor', 'real', NULL),
               ('occ.isolation', 'enum', NULL), ('occ.jitter', 'enum', NULL), ('occ.key', 'string', NULL),
               ('occ.log_retries', 'bool', NULL), ('occ.max_attempts', 'integer', NULL),
               ('occ.max_delay', 'real', 'ms'), ('occ.max_duration', 'integer', 'ms'),
@@ -67,7 +67,8 @@ SELECT results_eq(
 ------------------------------------------------------------------------
 SELECT results_eq(
     $$ SELECT name::text COLLATE "default", boot_val, min_val, max_val FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
-    $$ VALUES ('occ.base_delay', '1', '0.001', '3.6e+06'), ('occ.contention', 'queue', NULL, NULL),
+    $$ VALUES ('occ.base_delay', '1', '0.001', '3.6e+06'), ('occ.batch_max_calls', '64', '1', '1000'),
+              ('occ.contention', 'queue', NULL, NULL),
               ('occ.factor', '2', '1', '1000'),
               ('occ.isolation', 'serializable', NULL, NULL), ('occ.jitter', 'full', NULL, NULL),
               ('occ.key', '', NULL, NULL), ('occ.log_retries', 'off', NULL, NULL), ('occ.max_attempts', '30', '1', '2147483647'),
@@ -99,6 +100,7 @@ SELECT is(current_setting('occ.retry_budget'), '0', 'occ.retry_budget defaults t
 SELECT is(current_setting('occ.retry_budget_ratio'), '0.2', 'occ.retry_budget_ratio defaults to 0.2');
 SELECT is(current_setting('occ.retry_budget_floor'), '10', 'occ.retry_budget_floor defaults to 10');
 SELECT is(current_setting('occ.key'), '', 'occ.key defaults to empty (no key)');
+SELECT is(current_setting('occ.batch_max_calls'), '64', 'occ.batch_max_calls defaults to 64');
 
 ------------------------------------------------------------------------
 -- The enum parameters list their values, in the documented order
@@ -110,8 +112,8 @@ SELECT is((SELECT enumvals FROM pg_settings WHERE name = 'occ.isolation'),
           ARRAY['serializable', 'repeatable read', 'read committed'],
           'occ.isolation accepts serializable, repeatable read, read committed');
 SELECT is((SELECT enumvals FROM pg_settings WHERE name = 'occ.contention'),
-          ARRAY['backoff', 'queue'],
-          'occ.contention accepts backoff and queue');
+          ARRAY['backoff', 'queue', 'batch'],
+          'occ.contention accepts backoff, queue and batch');
 -- occ.backoff takes the same spellings as occ.jitter, and returns a delay
 -- between 0 and cap for each of them
 SELECT is(
