@@ -396,6 +396,7 @@ extern void occ_policy_begin(OccPolicy *p, const OccRetrySpec *spec,
 extern bool occ_policy_gate_first(const uint64 *keys, int nkeys);
 extern OccDecision occ_policy_before_first(OccPolicy *p);
 extern void occ_policy_observe(OccPolicy *p, int sqlerrcode, bool batched);
+extern void occ_policy_observe_batch(OccPolicy *p, int others);
 extern OccDecision occ_policy_after_failure(OccPolicy *p, const OccFailure *f);
 extern OccDecision occ_policy_after_wait(OccPolicy *p, const OccFailure *f,
 										 OccGateWait outcome);

@@ -50,7 +50,8 @@
  * Before the first attempt, a call in queue mode that gives a hot key
  * (temperature.c), or carries a value its body's failures concentrate on,
  * takes its gates, except one call in OCC_PROBE_ONE_IN, which runs
- * optimistically so that the measures follow the workload.  Only failures
+ * optimistically so that the measures follow the workload (in batch mode
+ * with keys given, the batches keep the measures instead).  Only failures
  * the call would retry heat its keys.  A transaction that sets occ.key
  * (client.c) is admitted by the same rule, before its first statement.
  *
@@ -197,6 +198,22 @@ occ_policy_probe(void)
 }
 
 /*
+ * occ_policy_probes: does this call probe?  Not a batch mode call that gives
+ * its keys: an ungated call beside a batch, which holds the rows of many
+ * calls until its commit, takes one row and waits for another that the
+ * batch holds, which may then need the first: a deadlock, found only after
+ * deadlock_timeout.  Its batches keep the key hot instead
+ * (occ_policy_observe_batch).
+ */
+static bool
+occ_policy_probes(const OccPolicy *p)
+{
+	if (p->spec->contention == OCC_CONTENTION_BATCH && p->spec->nkeys > 0)
+		return false;
+	return occ_policy_probe();
+}
+
+/*
  * occ_policy_gate_first: should a transaction that gives these keys take
  * their gates before it runs?  The rule of occ.retry's first attempt: when
  * one of them is hot, except for a probe.  For the transactions that set
@@ -228,7 +245,7 @@ occ_policy_before_first(OccPolicy *p)
 		return occ_decide(OCC_STEP_RETRY, 0, NULL, false);
 	occ_policy_set_gates(p, keys, nkeys);
 	if (timeout < 0 || (p->spec->nkeys > 0 && !occ_policy_hot(keys, nkeys)) ||
-		occ_policy_probe())
+		occ_policy_probes(p))
 		return occ_decide(OCC_STEP_RETRY, 0, NULL, false);
 	return occ_decide(OCC_STEP_WAIT, timeout, NULL, false);
 }
@@ -257,6 +274,21 @@ occ_policy_observe(OccPolicy *p, int sqlerrcode, bool batched)
 	occ_learner_observe(p->spec->sql_hash,
 						(failed || p->values != NULL) ? occ_policy_values(p, failed) : NULL,
 						gated, failed);
+}
+
+/*
+ * occ_policy_observe_batch: the call led a batch that committed with
+ * others calls: they came while it ran, which is contention on its keys,
+ * and keeps them hot as failures would (for the keys it gives; learned
+ * keys follow their probes)
+ */
+void
+occ_policy_observe_batch(OccPolicy *p, int others)
+{
+	if (others <= 0 || p->spec->nkeys == 0 || p->gates == NULL)
+		return;
+	for (int i = 0; i < occ_gates_count(p->gates); i++)
+		occ_temperature_observe(occ_gates_key(p->gates, i), false, true);
 }
 
 /*

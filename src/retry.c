@@ -292,6 +292,8 @@ occ_next_attempt(OccCall *call, MemoryContext attemptcxt, Jsonb **rows,
 	committed = occ_attempt_run(&call->spec, call->result.attempts, &call->body,
 								attemptcxt, rows, failure, occ_lead_run, &call->lead);
 	call->result.batch_size = occ_lead_end(&call->lead, committed, failure);
+	if (committed)
+		occ_policy_observe_batch(&call->policy, call->result.batch_size - 1);
 	return committed;
 }
 

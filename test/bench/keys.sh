@@ -44,6 +44,7 @@ set_keys_form_args() {
 		*-lock) FORM_ARGS+=(-f "$PGB/${workload}_lock.sql" -D scale=1); return ;;
 		*-occ-backoff) contention=backoff ;;
 		tpcb-occ-key) keyprefix="'branch:'" ;;
+		tpcb-batch) keyprefix="'branch:'"; contention=batch ;;
 		zipf-occ-key) keyprefix="'z:'" ;;
 	esac
 	FORM_ARGS+=(-f "$PGB/${workload}_occ.sql" -D scale=1 -D "iso=$ISO"
@@ -53,7 +54,7 @@ set_keys_form_args() {
 # workload_state MODE: what must grow with the commits of MODE's runs
 workload_state() {
 	case $1 in
-		keys-tpcb) sql "SELECT (SELECT count(*) FROM pgbench_history), (SELECT coalesce(sum(delta), 0) FROM pgbench_history),
+		keys-tpcb | batch-tpcb) sql "SELECT (SELECT count(*) FROM pgbench_history), (SELECT coalesce(sum(delta), 0) FROM pgbench_history),
 		                       (SELECT sum(abalance) FROM pgbench_accounts), (SELECT sum(tbalance) FROM pgbench_tellers),
 		                       (SELECT sum(bbalance) FROM pgbench_branches)" | tr '|' ' ' ;;
 		keys-zipf) sql "SELECT sum(v) FROM zrows" ;;
@@ -68,7 +69,7 @@ workload_grew() {
 	read -r -a b <<<"$2"
 	read -r -a a <<<"$3"
 	case $1 in
-		keys-tpcb)
+		keys-tpcb | batch-tpcb)
 			local delta=$((a[1] - b[1]))
 			[ $((a[0] - b[0])) -eq "$4" ] || { echo "history grew by $((a[0] - b[0])) rows"; return; }
 			[ $((a[2] - b[2])) -eq "$delta" ] && [ $((a[3] - b[3])) -eq "$delta" ] && [ $((a[4] - b[4])) -eq "$delta" ] ||

@@ -59,6 +59,9 @@
 #               work, side by side in --rounds interleaved rounds, medians;
 #               targets for client-rr-key: <= 1.2 attempts per commit,
 #               >= 0.9 x client-lock's commits/s, p99 <= 0.5 x client-lock's.
+#   keys        queue mode on real transactions (test/bench/keys.sh).
+#   batch       batch mode (issue 18) against the row lock and queue mode,
+#               durable and not, interleaved (test/bench/batch.sh).
 #
 # The default run is the headline (about 4 minutes): the contention mode's
 # hot row at 64 clients for pessimistic-1rt, pgbench-retry, occ-backoff and
@@ -93,6 +96,8 @@ ALL_FORMS="pessimistic pessimistic-1rt pgbench-retry occ-defaults occ-backoff oc
 . "$HERE/storms.sh"
 # shellcheck source=test/bench/keys.sh
 . "$HERE/keys.sh"
+# shellcheck source=test/bench/batch.sh
+. "$HERE/batch.sh"
 
 # Defaults of the modes (the profiles below change some of them)
 CLIENTS="1 4 16 64 128"
@@ -173,7 +178,7 @@ Usage: $0 [--quick | --full] [options]
                        about 35 minutes
   --quick              CI check (about 3 min): every mode briefly, every form, nothing lost
   --sweep-only | --fixed-work-only | --overhead-only | --contention-only |
-  --client-only | --storm-only | --burst-only | --keys-only
+  --client-only | --storm-only | --burst-only | --keys-only | --batch-only
                        only these modes (may be combined; with their full
                        settings unless --quick).  Overhead: 1 client, one
                        UPDATE, bare vs CALL occ.retry with stats on and off,
@@ -185,6 +190,8 @@ Usage: $0 [--quick | --full] [options]
                        keys: see keys.sh
   --keys-clients N     clients of the keys mode (default: $KEYS_CLIENTS)
   --keys-rounds R      its interleaved rounds (default: $KEYS_ROUNDS)
+  --batch-clients N    clients of the batch mode (default: $BATCH_CLIENTS)
+  --batch-rounds R     its interleaved rounds (default: $BATCH_ROUNDS)
   --clients "1 4 16"   sweep client counts          (default: $CLIENTS)
   --duration S         seconds per sweep, overhead and contention run (default: $DURATION)
   --work "0 1"         work_ms values of the sweep  (default: $WORK)
@@ -255,6 +262,7 @@ parse_args() {
 			--storm-only) ONLY="$ONLY storm" ;;
 			--burst-only) ONLY="$ONLY burst" ;;
 			--keys-only) ONLY="$ONLY keys" ;;
+			--batch-only) ONLY="$ONLY batch" ;;
 		esac
 	done
 	case $PROFILE in
@@ -264,14 +272,14 @@ parse_args() {
 				CONTENTION_CLIENTS=64; ROUNDS=1; DO_GUARDS=0
 				CONTENTION_FORMS="pessimistic-1rt pgbench-retry occ-backoff occ-queue"
 			fi ;;
-		full) modes="sweep fixed overhead contention client storm burst keys" ;;
+		full) modes="sweep fixed overhead contention client storm burst keys batch" ;;
 		quick)
-			modes="sweep fixed overhead contention client storm burst keys"
+			modes="sweep fixed overhead contention client storm burst keys batch"
 			CLIENTS="1 8"; DURATION=1; FIXED_CLIENTS="1 10"; REPS=1
 			CONTENTION_CLIENTS=8; GUARD_CLIENTS=8; ROUNDS=1; CLIENT_CLIENTS=8
 			STORM_CLIENTS=8; STORM_RATE=100; STORM_PRE=1; STORM_STALL=1; STORM_POST=1; STORM_HOLD=1
 			BURST_CLIENTS=20; BURST_WINDOW_MS=100; BURST_ROUNDS=1
-			KEYS_CLIENTS=8; KEYS_ROUNDS=1 ;;
+			KEYS_CLIENTS=8; KEYS_ROUNDS=1; BATCH_CLIENTS=8; BATCH_ROUNDS=1 ;;
 	esac
 	[ -n "$ONLY" ] && modes=$ONLY
 	while [ $# -gt 0 ]; do
@@ -304,6 +312,8 @@ parse_args() {
 			--burst-rounds) BURST_ROUNDS=$2; shift ;;
 			--keys-clients) KEYS_CLIENTS=$2; shift ;;
 			--keys-rounds) KEYS_ROUNDS=$2; shift ;;
+			--batch-clients) BATCH_CLIENTS=$2; shift ;;
+			--batch-rounds) BATCH_ROUNDS=$2; shift ;;
 			--max-attempts) MAX_ATTEMPTS=$2; shift ;;
 			--base) BASE=$2; shift ;;
 			--cap) CAP=$2; shift ;;
@@ -317,12 +327,12 @@ parse_args() {
 		esac
 		shift
 	done
-	DO_SWEEP=0; DO_FIXED=0; DO_OVERHEAD=0; DO_CONTENTION=0; DO_CLIENT=0; DO_STORM=0; DO_BURST=0; DO_KEYS=0
+	DO_SWEEP=0; DO_FIXED=0; DO_OVERHEAD=0; DO_CONTENTION=0; DO_CLIENT=0; DO_STORM=0; DO_BURST=0; DO_KEYS=0; DO_BATCH=0
 	for arg in $modes; do
 		case $arg in
 			sweep) DO_SWEEP=1 ;; fixed) DO_FIXED=1 ;; overhead) DO_OVERHEAD=1 ;;
 			contention) DO_CONTENTION=1 ;; client) DO_CLIENT=1 ;; storm) DO_STORM=1 ;; burst) DO_BURST=1 ;;
-			keys) DO_KEYS=1 ;;
+			keys) DO_KEYS=1 ;; batch) DO_BATCH=1 ;;
 		esac
 	done
 	STORM_TOTAL=$((STORM_PRE + STORM_STALL + STORM_POST))
@@ -336,7 +346,7 @@ parse_args() {
 # uses_occ: do the selected forms (or the overhead mode) need the extension?
 uses_occ() {
 	[ "$DO_OVERHEAD" = 1 ] || [ "$DO_CONTENTION" = 1 ] || [ "$DO_CLIENT" = 1 ] || [ "$DO_STORM" = 1 ] ||
-		[ "$DO_BURST" = 1 ] || [ "$DO_KEYS" = 1 ] ||
+		[ "$DO_BURST" = 1 ] || [ "$DO_KEYS" = 1 ] || [ "$DO_BATCH" = 1 ] ||
 		{ [ $((DO_SWEEP + DO_FIXED)) -gt 0 ] && [[ " $FORMS " == *" occ-"* ]]; }
 }
 
@@ -507,6 +517,7 @@ run_one() {
 	threads=$(( clients < $(nproc) ? clients : $(nproc) ))
 	case $mode in
 		storm | burst) set_open_form_args "$mode" "$form" "$work" "$clients" ;;
+		batch-w*) FORM_ARGS=(-D "work_ms=$work"); FORM_PGOPTIONS=""; set_batch_form_args "$form" ;;
 		*) set_form_args "$form" "$work" ;;
 	esac
 
@@ -536,9 +547,9 @@ run_one() {
 	fi
 
 	case $form in
-		pessimistic* | bare | occ-bare-nostats | *-lock) attempts=$((commits + failed)) ;;
+		pessimistic* | bare | occ-bare-nostats | *-lock | lock) attempts=$((commits + failed)) ;;
 		pgbench-retry | client-rr-*) attempts=$((commits + failed + ${retries:-0})) ;;
-		occ-* | mixed-* | *-occ*) attempts=""
+		occ-* | mixed-* | *-occ* | queue | batch | tpcb-batch) attempts=""
 			if [ "$STATS" = 1 ]; then
 				read -r attempts s_commits s_gave_up <<<"$(occ_stats)"
 				# the writers of the mixed forms commit once per transaction
@@ -581,7 +592,7 @@ count_runs() {
 		DO_CONTENTION * ROUNDS * ($(wc -w <<<"$CONTENTION_CLIENTS") * $(wc -w <<<"$CONTENTION_FORMS") + 8 * DO_GUARDS) +
 		DO_CLIENT * ROUNDS * $(wc -w <<<"$CLIENT_CLIENTS") * $(wc -w <<<"$CLIENT_FORMS") +
 		DO_STORM * STORM_ROUNDS * $(wc -w <<<"$STORM_FORMS") + DO_BURST * BURST_ROUNDS * $(wc -w <<<"$BURST_FORMS") +
-		DO_KEYS * KEYS_ROUNDS * $(keys_runs_per_round) ))
+		DO_KEYS * KEYS_ROUNDS * $(keys_runs_per_round) + DO_BATCH * BATCH_ROUNDS * $(batch_runs_per_round) ))
 }
 
 # sweep: every work value x client count x form, for DURATION seconds each
@@ -894,6 +905,7 @@ report() {
 		[ "$DO_STORM" = 1 ] && storm_table
 		[ "$DO_BURST" = 1 ] && burst_table
 		[ "$DO_KEYS" = 1 ] && keys_tables
+		[ "$DO_BATCH" = 1 ] && batch_tables
 		if [ "$DO_SWEEP" = 1 ]; then
 			for work in $WORK; do
 				markdown_table sweep "$work" "Sweep, work_ms = $work, ${DURATION}s per run" \
@@ -970,6 +982,7 @@ main() {
 	[ "$DO_STORM" = 1 ] && prepare_db && storm
 	[ "$DO_BURST" = 1 ] && prepare_db && burst
 	[ "$DO_KEYS" = 1 ] && prepare_db && keys
+	[ "$DO_BATCH" = 1 ] && prepare_db && batch_mode
 	report
 }
 
