@@ -17,6 +17,7 @@
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
+#include "utils/guc_tables.h"
 
 /* We rely on shmem_request_hook, MarkGUCPrefixReserved and pg_prng, all new in 15. */
 #if PG_VERSION_NUM < 150000
@@ -104,6 +105,20 @@
 #define occ_my_procno() (MyProcNumber)
 #else
 #define occ_my_procno() (MyProc->pgprocno)
+#endif
+
+/*
+ * occ_guc_variables(&n), occ_guc_variables_free(vars): every setting.  16
+ * made the table a hash, of which get_guc_variables() returns a palloc'd,
+ * sorted copy; before, it returned the table itself, GetNumConfigOptions()
+ * long.
+ */
+#if PG_VERSION_NUM >= 160000
+#define occ_guc_variables(n) get_guc_variables(n)
+#define occ_guc_variables_free(vars) pfree(vars)
+#else
+#define occ_guc_variables(n) (*(n) = GetNumConfigOptions(), get_guc_variables())
+#define occ_guc_variables_free(vars) ((void) (vars))
 #endif
 
 /*

@@ -51,15 +51,18 @@ occ_lead_begin(OccLead *lead, const OccRetrySpec *spec, OccBody **body, uint64 k
 	lead->fingerprint = occ_session_fingerprint();
 	lead->signature = occ_batch_signature(spec, lead->fingerprint);
 	lead->failed = -1;
+	lead->settings = occ_session_settings_open();
 }
 
-/* occ_lead_shares: is the leader's session as it was before its body? */
+/*
+ * occ_lead_shares: can the leader's transaction take others' calls?  Not
+ * after its own body left something in its session.
+ */
 static bool
 occ_lead_shares(OccLead *lead)
 {
 	return *lead->body != NULL && occ_body_shares(*lead->body) &&
-		!occ_foreign_written_yet() && !occ_session_has_temp() &&
-		occ_session_fingerprint() == lead->fingerprint;
+		!occ_foreign_written_yet() && !occ_session_has_temp();
 }
 
 /*
@@ -122,9 +125,10 @@ occ_lead_member(OccLead *lead, int i, const OccSessionLocks *locks)
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
+		int			level = occ_session_settings_open();
 		Jsonb	   *result = occ_lead_member_body(lead, m, cxt);
 
-		alone = occ_session_fingerprint() != lead->fingerprint ||
+		alone = !occ_session_settings_close(level, lead->fingerprint, true) ||
 			occ_session_has_temp() || occ_session_locks_changed(locks) ||
 			occ_foreign_written_yet() ||
 			!occ_batch_note(m, OCC_BATCH_COMMITTED, result, NULL);
@@ -177,11 +181,27 @@ occ_lead_run(void *arg)
 	OccLead    *lead = (OccLead *) arg;
 	OccSessionLocks *locks;
 
-	if (occ_batch_max_calls <= 1 || !occ_lead_shares(lead))
+	/*
+	 * The leader's own settings: as before its body, or changed for its
+	 * transaction only (undone if it takes calls: they would see them), or
+	 * for its session (then it takes none)
+	 */
+	if (occ_batch_max_calls <= 1 || !occ_lead_shares(lead) ||
+		!occ_session_settings_local(lead->settings, lead->fingerprint))
+	{
+		(void) occ_session_settings_close(lead->settings, lead->fingerprint, false);
 		return;
+	}
 	lead->members = palloc(sizeof(OccBatchMember) * (occ_batch_max_calls - 1));
 	lead->n = occ_batch_claim(lead->key, lead->signature, occ_batch_max_calls - 1,
 							  lead->members);
+	if (!occ_session_settings_close(lead->settings, lead->fingerprint, lead->n > 0) &&
+		lead->n > 0)
+	{
+		/* cannot be undone after all: the calls go back, not run */
+		occ_batch_publish(lead->members, lead->n, false, 1, NULL, false, -1);
+		lead->n = 0;
+	}
 	if (lead->n == 0)
 		return;
 	locks = occ_session_locks();

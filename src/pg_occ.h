@@ -427,6 +427,9 @@ typedef struct OccSessionLocks
 } OccSessionLocks;
 
 extern uint64 occ_session_fingerprint(void);
+extern int	occ_session_settings_open(void);
+extern bool occ_session_settings_local(int level, uint64 fingerprint);
+extern bool occ_session_settings_close(int level, uint64 fingerprint, bool undo);
 extern bool occ_session_has_temp(void);
 extern OccSessionLocks *occ_session_locks(void);
 extern bool occ_session_locks_changed(const OccSessionLocks *before);
@@ -508,6 +511,7 @@ typedef struct OccLead
 	OccBody   **body;			/* the leader's kept plans, the members' too */
 	uint64		key;
 	uint64		fingerprint;	/* of the session at the attempt's start */
+	int			settings;		/* the level of settings of its own body */
 	uint64		signature;
 	OccBatchMember *members;	/* the calls taken, in the attempt's memory */
 	int			n;

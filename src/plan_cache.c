@@ -123,7 +123,7 @@ occ_check_stmt(Node *stmt, int location)
 /*
  * occ_keeps_session_state: does this statement leave something in the
  * session beyond its transaction (a prepared statement, a cursor WITH
- * HOLD, LISTEN, a setting, ...)?  Such a body cannot run in another
+ * HOLD, LISTEN, a SET without LOCAL, ...)?  Such a body cannot run in another
  * session's batch (session.c finds what functions leave).
  */
 static bool
@@ -137,8 +137,9 @@ occ_keeps_session_state(Node *stmt)
 		case T_UnlistenStmt:
 		case T_DiscardStmt:
 		case T_LoadStmt:
-		case T_VariableSetStmt:
 			return true;
+		case T_VariableSetStmt:
+			return !((VariableSetStmt *) stmt)->is_local;
 		case T_DeclareCursorStmt:
 			return (((DeclareCursorStmt *) stmt)->options & CURSOR_OPT_HOLD) != 0;
 		default:

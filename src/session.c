@@ -16,9 +16,10 @@
  *	- neither has temporary tables, whose names the other would resolve
  *	  differently (occ_session_has_temp());
  *	- the body leaves nothing in the session that would have stayed in its
- *	  own: settings (SET without LOCAL changes the fingerprint, and so does
- *	  SET LOCAL, which would last until the batch's commit), temporary
- *	  tables, advisory locks and occ.gate() (occ_session_user_locks(), the
+ *	  own: settings SET for the session (a body's SET LOCAL, which would
+ *	  last until the batch's commit, is undone after the body, within a
+ *	  level of settings of its own: occ_session_settings_open, _close),
+ *	  temporary tables, advisory locks and occ.gate() (occ_session_user_locks(), the
  *	  locks of the user method this backend holds, before and after), and
  *	  prepared statements, cursors WITH HOLD, LISTEN and the like, which
  *	  plan_cache.c finds in the body's statements (occ_body_shares()).
@@ -114,6 +115,74 @@ occ_session_fingerprint(void)
 	pfree(state);
 	return hash_combine64(hash, hash_bytes_extended((const unsigned char *) &userid,
 													sizeof(userid), 0));
+}
+
+/*
+ * occ_session_settings_open: a level of settings, in the current
+ * transaction, whose changes occ_session_settings_close sorts out
+ */
+int
+occ_session_settings_open(void)
+{
+	return NewGUCNestLevel();
+}
+
+/*
+ * occ_settings_kept: was a setting SET for the session (SET without LOCAL,
+ * set_config(..., false)) at level or within it?  Not transaction_isolation,
+ * which every attempt sets (attempt.c).
+ */
+static bool
+occ_settings_kept(int level)
+{
+	int			n;
+	struct config_generic **vars = occ_guc_variables(&n);
+	bool		kept = false;
+
+	for (int i = 0; i < n && !kept; i++)
+	{
+		if (strcmp(vars[i]->name, "transaction_isolation") == 0)
+			continue;
+		for (GucStack *st = vars[i]->stack; st != NULL && st->nest_level >= level && !kept;
+			 st = st->prev)
+			kept = (st->state == GUC_SET || st->state == GUC_SET_LOCAL);
+	}
+	occ_guc_variables_free(vars);
+	return kept;
+}
+
+/*
+ * occ_session_settings_local: are the settings as they were (fingerprint)
+ * when level was opened, or changed within it for its transaction only?
+ */
+bool
+occ_session_settings_local(int level, uint64 fingerprint)
+{
+	return occ_session_fingerprint() == fingerprint || !occ_settings_kept(level);
+}
+
+/*
+ * occ_session_settings_close: close level, opened when the settings had
+ * this fingerprint.  When a body run within it only changed settings for
+ * its transaction (SET LOCAL, set_config(..., true)), undo them (undo), so
+ * that the next body of the batch does not see them; a setting changed for
+ * the session stays.  Returns whether the settings are back to fingerprint.
+ */
+bool
+occ_session_settings_close(int level, uint64 fingerprint, bool undo)
+{
+	if (occ_session_fingerprint() == fingerprint)
+	{
+		AtEOXact_GUC(true, level);
+		return true;
+	}
+	if (!undo || occ_settings_kept(level))
+	{
+		AtEOXact_GUC(true, level);
+		return false;
+	}
+	AtEOXact_GUC(false, level);
+	return occ_session_fingerprint() == fingerprint;
 }
 
 /* occ_session_has_temp: has this session a temporary schema? */

@@ -6,7 +6,9 @@
 # or the sessions' output, never by sleeping a fixed time:
 #   1. outcomes: results, attempts and occ.attempt() as if each call had
 #      run alone, a body's own error raised in its own caller only, the
-#      rows in queue order and written by the leader's backend; a follower
+#      rows in queue order and written by the leader's backend, a body's SET
+#      LOCAL unseen by the next body (each body notes the setting it found
+#      and sets it for its transaction); a follower
 #      waits on a condition variable (wait event Extension) holding no
 #      transaction id and no snapshot; one cancelled before the leader took
 #      it leaves with nothing done; occ.stats counts the batch;
@@ -29,7 +31,7 @@ fail() { echo "batch: FAIL: $*" >&2; exit 1; }
 
 dropdb --if-exists "$DB" && createdb "$DB"
 sql "CREATE EXTENSION pg_occ;
-     CREATE TABLE log (seq serial PRIMARY KEY, who text NOT NULL, attempt int, pid int);
+     CREATE TABLE log (seq serial PRIMARY KEY, who text NOT NULL, attempt int, pid int, seen text);
      CREATE SEQUENCE go; CREATE SEQUENCE go2; CREATE SEQUENCE reached;
      CREATE FUNCTION conflict_until_gated() RETURNS void LANGUAGE plpgsql AS
      \$\$ BEGIN
@@ -53,7 +55,10 @@ BODY='SELECT conflict_until_gated();
 SELECT wait_flag($$go$$) WHERE $1 = $$L$$;
 SELECT 1 / (CASE WHEN $1 = $$bad$$ THEN 0 ELSE 1 END);
 SELECT wait_flag($$go2$$, $$reached$$) WHERE $1 = $$slow$$;
-INSERT INTO log (who, attempt, pid) VALUES ($1, occ.attempt(), pg_backend_pid()) RETURNING who, attempt'
+SELECT set_config($$app.seen$$, coalesce(nullif(current_setting($$app.y$$, true), $$$$), $$-$$), true),
+       set_config($$app.y$$, $1, true);
+INSERT INTO log (who, attempt, pid, seen) VALUES ($1, occ.attempt(), pg_backend_pid(), current_setting($$app.seen$$))
+RETURNING who, attempt'
 
 # call WHO: the CALL of a caller named WHO; its output: result|attempts|slept
 call() { echo "CALL occ.retry(\$body\$$BODY\$body\$, NULL::jsonb, NULL::int, NULL::interval, params => row('$1'), contention => 'batch', key => 'k');"; }
@@ -94,8 +99,8 @@ for f in L f1 f2; do
 done
 out=$(ended bad)
 grep -q "ERROR:  division by zero" <<<"$out" || fail "bad's outcome: $out"
-rows=$(sql "SELECT string_agg(who || ':' || (pid = $leader), ',' ORDER BY seq) FROM log")
-[ "$rows" = "L:true,f1:true,f2:true" ] || fail "rows: $rows"
+rows=$(sql "SELECT string_agg(who || ':' || (pid = $leader) || ':' || seen, ',' ORDER BY seq) FROM log")
+[ "$rows" = "L:true:-,f1:true:-,f2:true:-" ] || fail "rows: $rows"
 stats=$(sql "SELECT calls, commits, errors, batched, mean_batch_size FROM occ.stats WHERE query LIKE '%wait_flag%'")
 [ "$stats" = "5|3|2|3|3" ] || fail "occ.stats: $stats"
 echo "batch: one leader ran 3 calls and a failing one in order, each with its own outcome; a cancelled waiter left with nothing done"

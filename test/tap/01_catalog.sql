@@ -383,7 +383,7 @@ SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.stats(boolean)'::reg
 SELECT is((SELECT proargnames[1] FROM pg_proc WHERE oid = 'occ.stats(boolean)'::regprocedure),
           'showtext', 'occ.stats input is named showtext');
 SELECT is((SELECT proargmodes::text FROM pg_proc WHERE oid = 'occ.stats(boolean)'::regprocedure),
-          '{i,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o}', 'occ.stats has one IN argument and 24 OUT columns');
+          '{i,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o,o}', 'occ.stats has one IN argument and 26 OUT columns');
 SELECT is((SELECT proargnames[17:19] FROM pg_proc WHERE oid = 'occ.stats(boolean)'::regprocedure),
           ARRAY['queued', 'total_wait_time', 'max_wait_time'],
           'occ.stats outputs queued, total_wait_time and max_wait_time right after mean_sleep_time');
