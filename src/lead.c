@@ -4,11 +4,13 @@
  *		The leader of a batch: in its attempt, after its own body and before
  *		its commit, it runs the bodies of the calls waiting behind it.
  *
- * The leader's attempt (attempt.c) runs its own body in a subtransaction
- * and releases it; then, before the commit, occ_lead_run takes the calls
- * that wait in its key's batch queue with the same body and signature
- * (batch.c) and runs each one's body, with its own parameters and attempt
- * number (occ.attempt()), in a subtransaction of its own, in queue order:
+ * When the leader's attempt begins, before its snapshot, occ_lead_begin
+ * takes the calls that wait in its key's batch queue with the same body
+ * and signature (batch.c).  The attempt (attempt.c) runs the leader's own
+ * body in a subtransaction and releases it; then, before the commit,
+ * occ_lead_run runs each taken call's body, with its own parameters and
+ * attempt number (occ.attempt()), in a subtransaction of its own, in queue
+ * order:
  * each body sees the ones before it, as if they had run one after another.
  * Then the attempt commits once, and occ_lead_end tells every call its
  * outcome.
@@ -37,9 +39,11 @@
 #include "pg_occ.h"
 
 /*
- * occ_lead_begin: the leader's attempt begins (its isolation level set):
- * note what its session is like, for the signature of the calls it may
- * take and to see what its own body changes
+ * occ_lead_begin: the leader's attempt begins (its isolation level set, no
+ * snapshot yet): note what its session is like, to see what its own body
+ * changes, and take the calls waiting behind it, now: each call began
+ * before the batch's snapshot, which therefore sees whatever committed
+ * before any of them began, as their own transactions would.
  */
 void
 occ_lead_begin(OccLead *lead, const OccRetrySpec *spec, OccBody **body, uint64 key)
@@ -52,6 +56,18 @@ occ_lead_begin(OccLead *lead, const OccRetrySpec *spec, OccBody **body, uint64 k
 	lead->signature = occ_batch_signature(spec, lead->fingerprint);
 	lead->failed = -1;
 	lead->settings = occ_session_settings_open();
+	if (occ_batch_max_calls <= 1)
+		return;
+	lead->members = palloc(sizeof(OccBatchMember) * (occ_batch_max_calls - 1));
+	lead->n = occ_batch_claim(key, lead->signature, occ_batch_max_calls - 1, lead->members);
+}
+
+/* occ_lead_give_back: the calls taken go back to the queue, not run */
+static void
+occ_lead_give_back(OccLead *lead)
+{
+	occ_batch_publish(lead->members, lead->n, false, 1, NULL, false, -1);
+	lead->n = 0;
 }
 
 /*
@@ -172,8 +188,8 @@ occ_lead_member(OccLead *lead, int i, const OccSessionLocks *locks)
 }
 
 /*
- * occ_lead_run: the before-commit step of the leader's attempt: take the
- * waiting calls and run their bodies (errors that fail the batch throw)
+ * occ_lead_run: the before-commit step of the leader's attempt: run the
+ * bodies of the calls it took (errors that fail the batch throw)
  */
 void
 occ_lead_run(void *arg)
@@ -183,27 +199,22 @@ occ_lead_run(void *arg)
 
 	/*
 	 * The leader's own settings: as before its body, or changed for its
-	 * transaction only (undone if it takes calls: they would see them), or
-	 * for its session (then it takes none)
+	 * transaction only (undone if it runs calls: they would see them), or
+	 * for its session (then it runs none)
 	 */
-	if (occ_batch_max_calls <= 1 || !occ_lead_shares(lead) ||
+	if (lead->n == 0 || !occ_lead_shares(lead) ||
 		!occ_session_settings_local(lead->settings, lead->fingerprint))
 	{
 		(void) occ_session_settings_close(lead->settings, lead->fingerprint, false);
+		if (lead->n > 0)
+			occ_lead_give_back(lead);
 		return;
 	}
-	lead->members = palloc(sizeof(OccBatchMember) * (occ_batch_max_calls - 1));
-	lead->n = occ_batch_claim(lead->key, lead->signature, occ_batch_max_calls - 1,
-							  lead->members);
-	if (!occ_session_settings_close(lead->settings, lead->fingerprint, lead->n > 0) &&
-		lead->n > 0)
+	if (!occ_session_settings_close(lead->settings, lead->fingerprint, true))
 	{
-		/* cannot be undone after all: the calls go back, not run */
-		occ_batch_publish(lead->members, lead->n, false, 1, NULL, false, -1);
-		lead->n = 0;
-	}
-	if (lead->n == 0)
+		occ_lead_give_back(lead);
 		return;
+	}
 	locks = occ_session_locks();
 	for (int i = 0; i < lead->n; i++)
 		occ_lead_member(lead, i, locks);

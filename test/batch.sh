@@ -19,7 +19,10 @@
 #   4. bodies that leave session state (SET, an advisory lock, a temporary
 #      table) run alone, in their own session.
 # The callers' first attempts fail until they hold the key's gate
-# (conflict_until_gated), so every call joins the queue; the leader's body
+# (conflict_until_gated), so every call joins the queue.  A session holds
+# the key's gate (occ.gate) while the calls queue: the first, the leader,
+# waits for the gate, the others wait behind it; when the holder commits,
+# the leader's attempt takes them all.  A body that must wait mid-batch
 # waits for a sequence the test sets (sequences are not transactional, so
 # the leader sees it whatever its snapshot).
 set -euo pipefail
@@ -52,7 +55,6 @@ sql "CREATE EXTENSION pg_occ;
      END \$\$;"
 
 BODY='SELECT conflict_until_gated();
-SELECT wait_flag($$go$$) WHERE $1 = $$L$$;
 SELECT 1 / (CASE WHEN $1 = $$bad$$ THEN 0 ELSE 1 END);
 SELECT wait_flag($$go2$$, $$reached$$) WHERE $1 = $$slow$$;
 SELECT set_config($$app.seen$$, coalesce(nullif(current_setting($$app.y$$, true), $$$$), $$-$$), true),
@@ -74,14 +76,27 @@ outcome() { grep -qE "^\[\{\"who\": \"$1\", \"attempt\": ([12])\}\]\|\1\|" <<<"$
 # posted NAME: NAME waits in the batch queue; print its pid
 posted() { wait_for "$1" "wait_event_type = 'Extension'"; }
 
+# hold_gate: a session holds the key's gate; release_gate lets it go
+hold_gate() {
+    open_session holder -At
+    step holder "BEGIN; SELECT occ.gate('k');"
+}
+release_gate() {
+    send holder "COMMIT;"
+    close_input holder
+    ended holder >/dev/null
+    rm -f "$SESSIONS/holder.in"
+}
+
 reset() {
     sql "TRUNCATE log; SELECT setval('go', 1, false), setval('go2', 1, false), setval('reached', 1, false); SELECT occ.stats_reset()" >/dev/null
 }
 
 # --- 1. outcomes
 reset
+hold_gate
 start L
-leader=$(holding L)
+leader=$(queued L)
 for f in f1 bad f2 f4; do
     start "$f"
     posted "$f" >/dev/null
@@ -92,7 +107,7 @@ state=$(sql "SELECT backend_xid IS NULL, backend_xmin IS NULL FROM pg_stat_activ
 sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'f4'" >/dev/null
 out=$(ended f4)
 grep -q "canceling statement due to user request" <<<"$out" || fail "cancelled follower: $out"
-sql "SELECT setval('go', 1)" >/dev/null
+release_gate
 for f in L f1 f2; do
     out=$(ended "$f")
     outcome "$f" "$out" || fail "$f's outcome: $out"
@@ -107,11 +122,12 @@ echo "batch: one leader ran 3 calls and a failing one in order, each with its ow
 
 # --- 2. a follower cancelled after the leader took it
 reset
+hold_gate
 start L
-holding L >/dev/null
+queued L >/dev/null
 start slow
 posted slow >/dev/null
-sql "SELECT setval('go', 1)" >/dev/null
+release_gate
 until [ "$(sql "SELECT is_called FROM reached")" = t ]; do sleep 0.1; done
 sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'slow'" >/dev/null
 for _ in $(seq 1 300); do
@@ -130,13 +146,14 @@ echo "batch: a follower cancelled after the leader took it reported its committe
 
 # --- 3. the leader terminated in the middle of the batch
 reset
+hold_gate
 start L
-leader=$(holding L)
+leader=$(queued L)
 start slow
 posted slow >/dev/null
 start f2
 posted f2 >/dev/null
-sql "SELECT setval('go', 1)" >/dev/null
+release_gate
 until [ "$(sql "SELECT is_called FROM reached")" = t ]; do sleep 0.1; done
 sql "SELECT pg_terminate_backend($leader)" >/dev/null
 out=$(ended L)
@@ -167,14 +184,15 @@ KEPT="SELECT (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND loc
           || (SELECT count(*) FROM pg_class WHERE relname = 't' AND relpersistence = 't')"
 for what in set lock temp; do
     reset
+    hold_gate
     body="$BODY; SELECT keep_state(\$1, '$what')"
     for who in L keeper; do
         start_session "$who" -At -c "SET client_min_messages = warning" \
             -c "CALL occ.retry(\$body\$$body\$body\$, NULL::jsonb, NULL::int, NULL::interval, params => row('$who'), contention => 'batch', key => 'k');" \
             -c "$KEPT"
-        [ "$who" = L ] && holding L >/dev/null || posted keeper >/dev/null
+        [ "$who" = L ] && queued L >/dev/null || posted keeper >/dev/null
     done
-    sql "SELECT setval('go', 1)" >/dev/null
+    release_gate
     out=$(ended L)
     [ "$(sed -n 2p <<<"$out")" = "0,,0" ] || fail "the leader kept the follower's $what: $out"
     out=$(ended keeper)
@@ -211,3 +229,27 @@ done
 batched=$(sql "SELECT batched FROM occ.stats WHERE query LIKE '%doctors%'")
 [ "$batched" -gt 0 ] || fail "the write-skew check ran no batch"
 echo "batch: write skew: one doctor stayed on call in every round, every call counted once ($batched calls ran in batches)"
+
+# --- 6. a batch's snapshot is taken after each of its calls began: a call
+# that joins while the leader's attempt runs waits for the next batch, and
+# sees what committed before it was called
+reset
+sql "CREATE TABLE marks (n int)" >/dev/null
+BODY2='SELECT conflict_until_gated();
+SELECT wait_flag($$go$$) WHERE $1 = $$L$$;
+INSERT INTO log (who, seen) SELECT $1, count(*)::text FROM marks RETURNING who, seen'
+for who in L late; do
+    start_session "$who" -At -c "SET client_min_messages = warning" \
+        -c "CALL occ.retry(\$body\$$BODY2\$body\$, NULL::jsonb, params => row('$who'), contention => 'batch', key => 'k');"
+    if [ "$who" = L ]; then
+        holding L >/dev/null
+        sql "INSERT INTO marks VALUES (1)" >/dev/null
+    else
+        posted late >/dev/null
+    fi
+done
+sql "SELECT setval('go', 1)" >/dev/null
+ended L >/dev/null
+out=$(ended late)
+[ "$out" = '[{"who": "late", "seen": "1"}]' ] || fail "a call saw a snapshot older than its start: $out"
+echo "batch: a call that joined during the leader's attempt saw what committed before it was called"
