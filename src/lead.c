@@ -170,7 +170,9 @@ occ_lead_member(OccLead *lead, int i, const OccSessionLocks *locks)
 		occ_session_locks_restore(locks);
 		if (occ_lead_fails_batch(lead, edata))
 		{
-			lead->failed = i;
+			/* a cancel is the leader's, not the member's failure */
+			if (edata->sqlerrcode != ERRCODE_QUERY_CANCELED)
+				lead->failed = i;
 			ReThrowError(edata);
 		}
 		(void) occ_batch_note(m, OCC_BATCH_ERROR, NULL, edata);

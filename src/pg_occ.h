@@ -13,6 +13,11 @@
  *	  attempt.c		one attempt as a transaction (with plan_cache.c, the
  *					kept plans of bodies, result.c, the body's rows, and
  *					foreign.c, the foreign tables it writes to),
+ *	  batch.c		batch mode's queue: a call hands its body to its key's
+ *					leader and learns the outcome,
+ *	  lead.c		the leader's part: the calls it took, run in its
+ *					attempt (with attempt.c, and session.c, what a body
+ *					depends on and leaves in its session),
  *	  policy.c		the decision after a failed attempt, which uses
  *		key.c			the call's contention keys, given or carried,
  *		learner.c		which values a body's failures concentrate on,

@@ -49,8 +49,8 @@ batch_durability() {
 	until [ "$(sql "SHOW fsync")" = "$1" ]; do sleep 0.1; done
 }
 
-# batch_sizes MODE FORM: the batch sizes the form's last run saw, into
-# batch_sizes.csv: calls batched out of all, and their mean batch size
+# batch_sizes RUN FORM: the batch sizes the form's last run (RUN) saw,
+# into batch_sizes.csv: calls batched out of all, and their mean batch size
 batch_sizes() {
 	local sizes
 	sizes=$(sql "SELECT coalesce(sum(batched), 0) || ',' || coalesce(sum(calls), 0) || ',' ||
@@ -73,7 +73,7 @@ batch_mode() {
 				# shellcheck disable=SC2086 # a list of forms
 				for form in $(in_turn "$rep" $BATCH_FORMS); do
 					run_one "batch-w$work-$([ "$durable" = on ] && echo durable || echo fast)" "$form" "$BATCH_CLIENTS" "$work" "$rep"
-					[ "$form" = batch ] && batch_sizes "w$work-$durable" "$form"
+					[ "$form" = batch ] && batch_sizes "$([ "$work" = 0 ] && echo instant || echo "1 ms"), $([ "$durable" = on ] && echo durable || echo fast)" "$form"
 				done
 			done
 		done
@@ -81,7 +81,7 @@ batch_mode() {
 		# shellcheck disable=SC2086
 		for form in $(in_turn "$rep" $BATCH_TPCB_FORMS); do
 			run_one batch-tpcb "$form" "$BATCH_CLIENTS" 0 "$rep"
-			[ "$form" = tpcb-batch ] && batch_sizes tpcb "$form"
+			[ "$form" = tpcb-batch ] && batch_sizes tpcb-like "$form"
 		done
 	done
 	batch_durability off

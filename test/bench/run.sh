@@ -899,7 +899,7 @@ report() {
 	[ -f "$OUT/storm.csv" ] || DO_STORM=0
 	[ "$DO_STORM" = 1 ] && STORM_RUN_FORMS=$(for f in $STORM_FORMS; do awk -F, -v f="$f" '$1 == f { print f; exit }' "$OUT/storm.csv"; done | xargs)
 	{
-		echo "## pg_occ hot-row benchmark ($(date -u +%Y-%m-%d), $(nproc) cores, isolation $ISO, base $BASE, cap $CAP, max attempts $MAX_ATTEMPTS, commits $([ "$DURABLE" = 1 ] && echo "durable: fsync and synchronous_commit on" || echo "not durable: synchronous_commit off"))"
+		echo "## pg_occ hot-row benchmark ($(date -u +%Y-%m-%d), $(nproc) cores, isolation $ISO, base $BASE, cap $CAP, max attempts $MAX_ATTEMPTS, commits $([ "$DURABLE" = 1 ] && echo "durable: fsync and synchronous_commit on" || echo "not durable: synchronous_commit off")$([ "$DO_BATCH" = 1 ] && echo "; the batch mode sets durability per run"))"
 		[ "$DO_CONTENTION" = 1 ] && contention_tables
 		[ "$DO_CLIENT" = 1 ] && client_table
 		[ "$DO_STORM" = 1 ] && storm_table
