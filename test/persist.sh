@@ -97,11 +97,11 @@ flip_byte() { # the last entry's last byte of text, just before the CRC
 }
 truncate_tail() { truncate -s -100 "$1"; }
 not_ours() { echo "some other extension's statistics" >"$1"; }
-format_2() { printf '\002' | dd of="$1" bs=1 seek=4 conv=notrunc status=none; }
+format_99() { printf '\143' | dd of="$1" bs=1 seek=4 conv=notrunc status=none; }
 start_with "its checksum does not match" flip_byte
 start_with "it ends early" truncate_tail
 start_with "it is not a pg_occ statistics file" not_ours
-start_with "it has format 2 for PostgreSQL" format_2
+start_with "it has format 99 for PostgreSQL" format_99
 
 # a crash saves nothing: a server process killed makes the postmaster
 # reinitialise shared memory, and occ.stats starts empty

@@ -39,12 +39,16 @@ set_batch_form_args() {
 	esac
 }
 
-# batch_durability on|off: commits wait for the disk, or not, from the next
-# connection on (fsync needs a reload, synchronous_commit too as a default)
+# batch_durability on|off|reset: commits wait for the disk, or not, from
+# the next connection on (fsync needs a reload, synchronous_commit too as a
+# default); reset gives the server its own settings back (--existing)
 batch_durability() {
-	sql "ALTER SYSTEM SET fsync = $1" >/dev/null
-	sql "ALTER SYSTEM SET synchronous_commit = $1" >/dev/null
+	local how=SET
+	[ "$1" != reset ] || how=RESET
+	sql "ALTER SYSTEM $how fsync$([ "$how" = SET ] && echo " = $1")" >/dev/null
+	sql "ALTER SYSTEM $how synchronous_commit$([ "$how" = SET ] && echo " = $1")" >/dev/null
 	sql "SELECT pg_reload_conf()" >/dev/null
+	[ "$how" = SET ] || return 0
 	# the reload reaches the new connections once the postmaster has read it
 	until [ "$(sql "SHOW fsync")" = "$1" ]; do sleep 0.1; done
 }
@@ -84,7 +88,7 @@ batch_mode() {
 			[ "$form" = tpcb-batch ] && batch_sizes tpcb-like "$form"
 		done
 	done
-	batch_durability off
+	batch_durability reset
 }
 
 # batch_table MODE WORK REF: a workload's forms, medians, and the ratios of
