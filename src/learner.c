@@ -48,10 +48,14 @@
  * alone when the body is hot; none otherwise: it runs optimistically,
  * without a gate.
  *
- * Bodies hash into OCC_LEARN_BODIES slots; a body that finds its slot
- * taken by another that is still warm is not learned until the slot cools.
- * The slots are split over OCC_LEARN_LOCKS LWLocks (the counts decay with
- * exp(), which an LWLock, unlike a spinlock, may cover).  Without
+ * Bodies hash into sets of OCC_LEARN_WAYS of the OCC_LEARN_BODIES slots;
+ * a body takes an empty or cold slot of its set, and one that finds every
+ * slot of its set taken by bodies still warm is not learned until one
+ * cools (a set, not a single slot: a body that shares its slot with one
+ * that has just been busy, say the same body in a database just dropped,
+ * would otherwise go unlearned for seconds).  The sets are split over
+ * OCC_LEARN_LOCKS LWLocks (the counts decay with exp(), which an LWLock,
+ * unlike a spinlock, may cover).  Without
  * preloading there is nothing to learn from: calls without a key run
  * without a gate.
  *
@@ -70,6 +74,7 @@
 #include "pg_occ.h"
 
 #define OCC_LEARN_BODIES 256
+#define OCC_LEARN_WAYS 4			/* slots a body may take */
 #define OCC_LEARN_VALUES 64
 #define OCC_LEARN_LOCKS 16
 #define OCC_LEARN_TAU_USEC 1000000.0
@@ -159,39 +164,47 @@ occ_learner_shmem_init(void)
 	}
 }
 
-/* occ_learn_lock: the lock of a body's slot */
+/* occ_learn_lock: the lock of a slot's set */
 static LWLock *
 occ_learn_lock(const OccLearnBody *slot)
 {
-	return &occ_learn->locks[(slot - occ_learn->bodies) % OCC_LEARN_LOCKS].lock;
+	return &occ_learn->locks[(slot - occ_learn->bodies) / OCC_LEARN_WAYS % OCC_LEARN_LOCKS].lock;
 }
 
-/* occ_learn_slot_of: the slot of a body of a role in a database */
+/* occ_learn_set_of: the first slot of the set of a body of a role in a database */
 static OccLearnBody *
-occ_learn_slot_of(Oid userid, Oid dbid, uint64 body)
+occ_learn_set_of(Oid userid, Oid dbid, uint64 body)
 {
-	return &occ_learn->bodies[hash_combine64(hash_combine64(body, dbid), userid) % OCC_LEARN_BODIES];
+	uint64		h = hash_combine64(hash_combine64(body, dbid), userid);
+
+	return &occ_learn->bodies[h % (OCC_LEARN_BODIES / OCC_LEARN_WAYS) * OCC_LEARN_WAYS];
 }
 
-/* occ_learn_slot: the slot of a body of this role in this database */
+/* occ_learn_set: the first slot of the set of a body of this role here */
 static OccLearnBody *
-occ_learn_slot(uint64 body)
+occ_learn_set(uint64 body)
 {
-	return occ_learn_slot_of(GetUserId(), MyDatabaseId, body);
+	return occ_learn_set_of(GetUserId(), MyDatabaseId, body);
 }
 
-/* occ_learn_is_of: is the slot that of the body of this role and database? */
-static bool
-occ_learn_is_of(const OccLearnBody *slot, Oid userid, Oid dbid, uint64 body)
+/*
+ * occ_learn_find_of: the slot of a body of a role in a database in its set,
+ * or NULL (holding the set's lock)
+ */
+static OccLearnBody *
+occ_learn_find_of(OccLearnBody *set, Oid userid, Oid dbid, uint64 body)
 {
-	return slot->dbid == dbid && slot->userid == userid && slot->body == body;
+	for (int i = 0; i < OCC_LEARN_WAYS; i++)
+		if (set[i].dbid == dbid && set[i].userid == userid && set[i].body == body)
+			return &set[i];
+	return NULL;
 }
 
-/* occ_learn_is: is the slot the body's, of this role? (holding its lock) */
-static bool
-occ_learn_is(const OccLearnBody *slot, uint64 body)
+/* occ_learn_find: the slot of a body of this role here, or NULL */
+static OccLearnBody *
+occ_learn_find(OccLearnBody *set, uint64 body)
 {
-	return occ_learn_is_of(slot, GetUserId(), MyDatabaseId, body);
+	return occ_learn_find_of(set, GetUserId(), MyDatabaseId, body);
 }
 
 /* occ_learn_decay_counts: multiply counts by factor */
@@ -374,21 +387,48 @@ occ_learn_decide(OccLearnBody *slot)
 }
 
 /*
+ * occ_learn_take: a slot of the set for a body of this role here that
+ * failed: an empty one or the coldest cold one, or NULL if every slot is
+ * warm (holding the set's lock exclusively)
+ */
+static OccLearnBody *
+occ_learn_take(OccLearnBody *set, uint64 body, TimestampTz now)
+{
+	OccLearnBody *slot = NULL;
+
+	for (int i = 0; i < OCC_LEARN_WAYS; i++)
+	{
+		occ_learn_decay(&set[i], now);
+		if (set[i].dbid == InvalidOid || set[i].n.attempts < OCC_LEARN_COLD)
+			if (slot == NULL || set[i].n.attempts < slot->n.attempts)
+				slot = &set[i];
+	}
+	if (slot == NULL)
+		return NULL;
+	memset(slot, 0, sizeof(*slot));
+	slot->dbid = MyDatabaseId;
+	slot->userid = GetUserId();
+	slot->body = body;
+	slot->updated = now;
+	return slot;
+}
+
+/*
  * occ_learner_knows: has the body failed recently, so that its calls
  * should hash their values for the learner?
  */
 bool
 occ_learner_knows(uint64 body)
 {
-	OccLearnBody *slot;
+	OccLearnBody *set;
 	bool		knows;
 
 	if (occ_learn == NULL)
 		return false;
-	slot = occ_learn_slot(body);
-	LWLockAcquire(occ_learn_lock(slot), LW_SHARED);
-	knows = occ_learn_is(slot, body);
-	LWLockRelease(occ_learn_lock(slot));
+	set = occ_learn_set(body);
+	LWLockAcquire(occ_learn_lock(set), LW_SHARED);
+	knows = occ_learn_find(set, body) != NULL;
+	LWLockRelease(occ_learn_lock(set));
 	return knows;
 }
 
@@ -402,26 +442,22 @@ void
 occ_learner_observe(uint64 body, const OccKeyValues *values, bool gated, bool failed)
 {
 	TimestampTz now = GetCurrentTimestamp();
+	OccLearnBody *set;
 	OccLearnBody *slot;
 
 	if (occ_learn == NULL)
 		return;
-	slot = occ_learn_slot(body);
-	LWLockAcquire(occ_learn_lock(slot), LW_EXCLUSIVE);
-	occ_learn_decay(slot, now);
-	if (!occ_learn_is(slot, body))
+	set = occ_learn_set(body);
+	LWLockAcquire(occ_learn_lock(set), LW_EXCLUSIVE);
+	slot = occ_learn_find(set, body);
+	if (slot == NULL && failed)
+		slot = occ_learn_take(set, body, now);
+	if (slot == NULL)
 	{
-		if (!failed || (slot->dbid != InvalidOid && slot->n.attempts >= OCC_LEARN_COLD))
-		{
-			LWLockRelease(occ_learn_lock(slot));
-			return;
-		}
-		memset(slot, 0, sizeof(*slot));
-		slot->dbid = MyDatabaseId;
-		slot->userid = GetUserId();
-		slot->body = body;
-		slot->updated = now;
+		LWLockRelease(occ_learn_lock(set));
+		return;
 	}
+	occ_learn_decay(slot, now);
 	occ_learn_count(&slot->n, gated, failed);
 	for (int i = 0; values != NULL && i < values->n; i++)
 	{
@@ -442,7 +478,7 @@ occ_learner_observe(uint64 body, const OccKeyValues *values, bool gated, bool fa
 		occ_learn_decide(slot);
 		slot->decided = now;
 	}
-	LWLockRelease(occ_learn_lock(slot));
+	LWLockRelease(occ_learn_lock(set));
 }
 
 /*
@@ -471,14 +507,16 @@ occ_learn_gates(const OccLearnBody *slot, const OccKeyValue *v)
 int
 occ_learner_keys(uint64 body, const OccKeyValues *values, uint64 *keys)
 {
+	OccLearnBody *set;
 	OccLearnBody *slot;
 	int			n = 0;
 
 	if (occ_learn == NULL)
 		return 0;
-	slot = occ_learn_slot(body);
-	LWLockAcquire(occ_learn_lock(slot), LW_SHARED);
-	if (occ_learn_is(slot, body))
+	set = occ_learn_set(body);
+	LWLockAcquire(occ_learn_lock(set), LW_SHARED);
+	slot = occ_learn_find(set, body);
+	if (slot != NULL)
 	{
 		if (slot->hot)
 			keys[n++] = occ_key_of_body(body);
@@ -486,7 +524,7 @@ occ_learner_keys(uint64 body, const OccKeyValues *values, uint64 *keys)
 			if (occ_learn_gates(slot, &values->values[i]))
 				keys[n++] = occ_key_of_value(body, values->values[i].hash);
 	}
-	LWLockRelease(occ_learn_lock(slot));
+	LWLockRelease(occ_learn_lock(set));
 	return n;
 }
 
@@ -498,15 +536,17 @@ occ_learner_keys(uint64 body, const OccKeyValues *values, uint64 *keys)
 char *
 occ_learner_describe(Oid userid, Oid dbid, uint64 body)
 {
+	OccLearnBody *set;
 	OccLearnBody *slot;
 	StringInfoData s;
 
 	if (occ_learn == NULL)
 		return NULL;
 	initStringInfo(&s);
-	slot = occ_learn_slot_of(userid, dbid, body);
-	LWLockAcquire(occ_learn_lock(slot), LW_SHARED);
-	if (occ_learn_is_of(slot, userid, dbid, body))
+	set = occ_learn_set_of(userid, dbid, body);
+	LWLockAcquire(occ_learn_lock(set), LW_SHARED);
+	slot = occ_learn_find_of(set, userid, dbid, body);
+	if (slot != NULL)
 	{
 		if (slot->hot)
 			appendStringInfoString(&s, "body");
@@ -516,7 +556,7 @@ occ_learner_describe(Oid userid, Oid dbid, uint64 body)
 				appendStringInfo(&s, "%s$%d = %s", s.len > 0 ? ", " : "",
 								 slot->pairs[i].position, slot->pairs[i].text);
 	}
-	LWLockRelease(occ_learn_lock(slot));
+	LWLockRelease(occ_learn_lock(set));
 	if (s.len == 0)
 	{
 		pfree(s.data);
