@@ -178,10 +178,11 @@ sql "CREATE FUNCTION keep_state(who text, what text) RETURNS void LANGUAGE plpgs
          WHEN 'temp' THEN CREATE TEMP TABLE t (x int);
        END CASE;
      END \$\$;" >/dev/null
-# what a session has kept: advisory lock 7, app.x, temporary table t
+# what a session has kept: advisory lock 7, app.x, temporary table t (its
+# own: pg_class has the other sessions' too, the keeper's that runs alone)
 KEPT="SELECT (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory' AND objid = 7)
           || ',' || coalesce(current_setting('app.x', true), '') || ','
-          || (SELECT count(*) FROM pg_class WHERE relname = 't' AND relpersistence = 't')"
+          || (SELECT count(*) FROM pg_class WHERE relname = 't' AND relnamespace = pg_my_temp_schema())"
 for what in set lock temp; do
     reset
     hold_gate
