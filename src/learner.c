@@ -84,7 +84,7 @@
 #define OCC_LEARN_MAX_CARRY 0.9
 #define OCC_LEARN_MIN_LIFT 1.1
 #define OCC_LEARN_STAY_RATE 0.25
-#define OCC_LEARN_BODY_RATE 0.5
+#define OCC_LEARN_BODY_RATE 0.25
 #define OCC_LEARN_BODY_MIN 8.0		/* decayed failures: values first */
 
 /* below this many (decayed) attempts a slot is cold: another body may take it */
