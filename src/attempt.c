@@ -27,6 +27,7 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
@@ -210,8 +211,12 @@ occ_attempt_statements(OccBody *body, ParamListInfo params, DestReceiver *dest)
 
 /*
  * occ_attempt_body: run a body (opened already) with params as attempt
- * number (what occ.attempt() says meanwhile), its rows going to dest: for
- * the calls a batch's leader runs (lead.c)
+ * number (what occ.attempt() says meanwhile), its rows going to dest, and
+ * then the deferred triggers it queued (its constraints DEFERRABLE), which
+ * its own transaction would fire at its commit: for the calls a batch's
+ * leader runs in its transaction (lead.c), so that a body's deferred
+ * constraint fails that body, and its triggers see what the body saw, not
+ * the bodies after it
  */
 void
 occ_attempt_body(OccBody *body, ParamListInfo params, int number, DestReceiver *dest)
@@ -222,6 +227,7 @@ occ_attempt_body(OccBody *body, ParamListInfo params, int number, DestReceiver *
 	PG_TRY();
 	{
 		occ_attempt_statements(body, params, dest);
+		AfterTriggerFireDeferred();
 	}
 	PG_FINALLY();
 	{

@@ -16,12 +16,15 @@
  * outcome.
  *
  *	- A body's error that its call would not retry rolls back its
- *	  subtransaction only; its call gets the error, the others go on.
+ *	  subtransaction only; its call gets the error, the others go on.  A
+ *	  body's deferred triggers (constraints DEFERRABLE) fire at its end, as
+ *	  they would at its own commit, so that they fail that body alone.
  *	- A retryable error (or a cancel of the leader) fails the batch: the
  *	  attempt rolls back; the call whose body failed gets the failure, the
- *	  calls not run yet get nothing and join again.  A failure at COMMIT is
- *	  every call's.  Each call then decides by its own policy: no body runs
- *	  twice after a commit, since outcomes are told only after it.
+ *	  others get nothing and join again.  A retryable failure at COMMIT is
+ *	  every call's; another (the leader cancelled) the leader's alone.
+ *	  Each call then decides by its own policy: no body runs twice after a
+ *	  commit, since outcomes are told only after it.
  *	- A body that leaves something in the session (session.c) is rolled
  *	  back and its call runs alone; a result too large to hand over, too.
  *	- A leader whose own body left something in its session, or wrote to a
@@ -32,6 +35,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -82,17 +86,25 @@ occ_lead_shares(OccLead *lead)
 }
 
 /*
+ * occ_lead_retryable: is this failure one that every call of the batch
+ * shares?  A failure the calls retry (every member's retry_on is the
+ * leader's), or any other of class 40 (transaction rollback).
+ */
+static bool
+occ_lead_retryable(const OccLead *lead, const ErrorData *edata)
+{
+	return occ_sqlstates_match(lead->spec->retry_on, edata->sqlerrcode) ||
+		ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK;
+}
+
+/*
  * occ_lead_fails_batch: does this error of a member's body fail the whole
- * batch?  A failure its call retries (every member's retry_on is the
- * leader's), any other of class 40 (transaction rollback), and a cancel or
- * statement_timeout of the leader.
+ * batch?  A retryable one, and a cancel or statement_timeout of the leader.
  */
 static bool
 occ_lead_fails_batch(const OccLead *lead, const ErrorData *edata)
 {
-	return occ_sqlstates_match(lead->spec->retry_on, edata->sqlerrcode) ||
-		ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
-		edata->sqlerrcode == ERRCODE_QUERY_CANCELED;
+	return occ_lead_retryable(lead, edata) || edata->sqlerrcode == ERRCODE_QUERY_CANCELED;
 }
 
 /*
@@ -217,6 +229,8 @@ occ_lead_run(void *arg)
 		occ_lead_give_back(lead);
 		return;
 	}
+	/* the leader's deferred triggers fire before the next body, as its commit's */
+	AfterTriggerFireDeferred();
 	locks = occ_session_locks();
 	for (int i = 0; i < lead->n; i++)
 		occ_lead_member(lead, i, locks);
@@ -225,8 +239,10 @@ occ_lead_run(void *arg)
 
 /*
  * occ_lead_end: the leader's attempt committed (committed) or failed with
- * failure: tell every call it took.  Returns the size of the batch that
- * committed (1 when the leader ran alone).
+ * failure: tell every call it took.  A retryable failure at COMMIT is
+ * every call's; any other (a cancel of the leader) is the leader's alone:
+ * the others were not run.  Returns the size of the batch that committed
+ * (1 when the leader ran alone).
  */
 int
 occ_lead_end(OccLead *lead, bool committed, const OccAttemptFailure *failure)
@@ -239,7 +255,9 @@ occ_lead_end(OccLead *lead, bool committed, const OccAttemptFailure *failure)
 		size += lead->ran;
 	occ_batch_publish(lead->members, lead->n, committed, size,
 					  committed ? NULL : failure->edata,
-					  committed ? false : failure->at_commit, lead->failed);
+					  !committed && failure->at_commit &&
+					  occ_lead_retryable(lead, failure->edata),
+					  lead->failed);
 	lead->n = 0;
 	return size;
 }

@@ -5,7 +5,8 @@
 # outcome.  Checked here, each a state reached by polling pg_stat_activity
 # or the sessions' output, never by sleeping a fixed time:
 #   1. outcomes: results, attempts and occ.attempt() as if each call had
-#      run alone, a body's own error raised in its own caller only, the
+#      run alone, a body's own error raised in its own caller only (a
+#      deferred constraint's too, checked at the end of its body), the
 #      rows in queue order and written by the leader's backend, a body's SET
 #      LOCAL unseen by the next body (each body notes the setting it found
 #      and sets it for its transaction); a follower
@@ -36,6 +37,7 @@ dropdb --if-exists "$DB" && createdb "$DB"
 sql "CREATE EXTENSION pg_occ;
      CREATE TABLE log (seq serial PRIMARY KEY, who text NOT NULL, attempt int, pid int, seen text);
      CREATE SEQUENCE go; CREATE SEQUENCE go2; CREATE SEQUENCE reached;
+     CREATE TABLE once (who text UNIQUE DEFERRABLE INITIALLY DEFERRED); INSERT INTO once VALUES ('dup');
      CREATE FUNCTION conflict_until_gated() RETURNS void LANGUAGE plpgsql AS
      \$\$ BEGIN
        IF NOT EXISTS (SELECT FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'
@@ -56,6 +58,7 @@ sql "CREATE EXTENSION pg_occ;
 
 BODY='SELECT conflict_until_gated();
 SELECT 1 / (CASE WHEN $1 = $$bad$$ THEN 0 ELSE 1 END);
+INSERT INTO once SELECT $1 WHERE $1 = $$dup$$;
 SELECT wait_flag($$go2$$, $$reached$$) WHERE $1 = $$slow$$;
 SELECT set_config($$app.seen$$, coalesce(nullif(current_setting($$app.y$$, true), $$$$), $$-$$), true),
        set_config($$app.y$$, $1, true);
@@ -97,7 +100,7 @@ reset
 hold_gate
 start L
 leader=$(queued L)
-for f in f1 bad f2 f4; do
+for f in f1 bad dup f2 f4; do
     start "$f"
     posted "$f" >/dev/null
 done
@@ -114,11 +117,13 @@ for f in L f1 f2; do
 done
 out=$(ended bad)
 grep -q "ERROR:  division by zero" <<<"$out" || fail "bad's outcome: $out"
+out=$(ended dup)
+grep -q 'ERROR:  duplicate key value violates unique constraint "once_who_key"' <<<"$out" || fail "dup's outcome: $out"
 rows=$(sql "SELECT string_agg(who || ':' || (pid = $leader) || ':' || seen, ',' ORDER BY seq) FROM log")
 [ "$rows" = "L:true:-,f1:true:-,f2:true:-" ] || fail "rows: $rows"
 stats=$(sql "SELECT calls, commits, errors, batched, mean_batch_size FROM occ.stats WHERE query LIKE '%wait_flag%'")
-[ "$stats" = "5|3|2|3|3" ] || fail "occ.stats: $stats"
-echo "batch: one leader ran 3 calls and a failing one in order, each with its own outcome; a cancelled waiter left with nothing done"
+[ "$stats" = "6|3|3|3|3" ] || fail "occ.stats: $stats"
+echo "batch: one leader ran 3 calls and 2 failing ones in order, each with its own outcome (a deferred constraint's too); a cancelled waiter left with nothing done"
 
 # --- 2. a follower cancelled after the leader took it
 reset

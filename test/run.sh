@@ -35,8 +35,10 @@
 #   packaging checks (test/packaging.sh: META.json, out-of-tree build) and
 #   the source checks (test/source.sh: nothing called under spinlocks,
 #   compat.h, the README against the code); and, in clusters of their own,
-#   occ.stats over restarts (test/persist.sh) and a dump restored by the
-#   database's owner (test/restore.sh).
+#   occ.stats over restarts (test/persist.sh), batch mode's leader
+#   cancelled, terminated and killed with SIGKILL at each point of a batch
+#   (test/batch_kill.sh), and a dump restored by the database's owner
+#   (test/restore.sh).
 # Every version runs even if one fails; the exit status is 1 if any failed.
 #
 # Usage: test/run.sh [--pg VERSION]... [--no-install]
@@ -104,6 +106,7 @@ test_here() {
     pg_virtualenv -v "$v" make installcheck REGRESS=not_preloaded ISOLATION= || { show_diffs; exit 1; }
     test/packaging.sh
     test/persist.sh
+    test/batch_kill.sh
     test/restore.sh
     test/source.sh
     echo "all pg_occ tests passed on PostgreSQL $v"

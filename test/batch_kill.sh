@@ -1,0 +1,233 @@
+#!/bin/bash
+# Batch mode when its leader is interrupted (test/run.sh runs it for each
+# PostgreSQL version, in a cluster of its own, since it crashes the server):
+# cancelled, terminated or killed with SIGKILL, at each point of a batch:
+#   own     in the leader's own body, before it runs a follower's body
+#           (the followers' calls are taken, none is run),
+#   member  in a follower's body, mid-batch (the leader's body and one
+#           follower's have run),
+#   commit  in the leader's COMMIT, after its commit record is flushed and
+#           before it tells the followers: the commit waits for a
+#           synchronous standby that does not exist (synchronous_standby_names
+#           set for the check; the test's own sessions commit with
+#           synchronous_commit = local).
+# Each case queues a leader L and followers f1 and f2 behind a session that
+# holds the key's gate, lets them go, waits until the leader is at the
+# point (a sequence the body bumps, or its wait event SyncRep), interrupts
+# it, and checks, Jepsen style, that nothing is lost or doubled:
+#   - before the commit (own, member): nothing of the batch committed; a
+#     cancel or a termination fails the leader's call only, and its
+#     followers run again and commit, once each; SIGKILL takes the server
+#     down with the followers, and leaves no row;
+#   - in COMMIT: the batch committed, every call once; after a cancel or a
+#     termination the followers report their committed outcome (a cancelled
+#     leader too, with PostgreSQL's WARNING); after SIGKILL, crash recovery
+#     keeps the whole batch.
+# After each case the counter equals the rows and no gate is held.  Then a
+# follower cancelled mid-batch, whose batch fails, reports its cancel and
+# leaves nothing; and a new batch runs.  States are reached by polling, never by sleeping a set time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=test/cluster.sh
+. test/cluster.sh
+# shellcheck source=test/sessions.sh
+. test/sessions.sh
+
+fail() { echo "batch_kill: FAIL: $*" >&2; exit 1; }
+base=$(mktemp -d)
+chmod 711 "$base"
+c=$base/c
+trap 'cluster_cleanup; rm -rf "$base" "$SESSIONS"' EXIT
+
+cluster_init "$c" "shared_preload_libraries = 'pg_occ'" "max_connections = 40"
+cluster_start "$c"
+export PGHOST=$c/sock PGPORT=5432 PGUSER=postgres
+# the test's own sessions never wait for the standby; the callers set on
+export PGOPTIONS="-c synchronous_commit=local"
+DB=postgres
+
+sql "CREATE EXTENSION pg_occ;
+     CREATE TABLE log (who text NOT NULL);
+     CREATE TABLE counter (n int NOT NULL); INSERT INTO counter VALUES (0);
+     CREATE TABLE pause_in (who text);
+     CREATE SEQUENCE go; CREATE SEQUENCE reached;
+     -- the callers' first attempts fail until they hold the gate, so that
+     -- every call queues
+     CREATE FUNCTION conflict_until_gated() RETURNS void LANGUAGE plpgsql AS
+     \$\$ BEGIN
+       IF NOT EXISTS (SELECT FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'
+                      AND objsubid = 20291 AND granted) THEN
+         RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
+       END IF;
+     END \$\$;
+     -- in the body of the call named in pause_in: say so, and wait for go
+     -- (sequences are not transactional: seen whatever the snapshot)
+     CREATE FUNCTION pause(who text) RETURNS void LANGUAGE plpgsql AS
+     \$\$ BEGIN
+       IF NOT EXISTS (SELECT FROM pause_in p WHERE p.who = pause.who) THEN RETURN; END IF;
+       PERFORM nextval('reached');
+       WHILE NOT (SELECT is_called FROM go) LOOP PERFORM pg_sleep(0.02); END LOOP;
+     END \$\$;"
+
+CALL_SQL="CALL occ.retry('SELECT conflict_until_gated();
+                        INSERT INTO log VALUES (\$1);
+                        UPDATE counter SET n = n + 1;
+                        SELECT pause(\$1)', NULL::jsonb, params => row('WHO'),
+                       isolation => 'repeatable read', contention => 'batch', key => 'k');"
+
+# start WHO: a caller named WHO, in the background (its commits wait for
+# the synchronous standby while synchronous_standby_names is set)
+start() {
+    start_session "$1" -At -c "SET synchronous_commit = on" -c "SET client_min_messages = warning" \
+        -c "${CALL_SQL/WHO/$1}"
+}
+
+# server_up: wait until the server accepts connections (after a crash)
+server_up() {
+    for _ in $(seq 1 600); do
+        psql -X -At -d "$DB" -c "SELECT 1" >/dev/null 2>&1 && return
+        sleep 0.1
+    done
+    fail "the server did not come back"
+}
+
+# standby SETTING: set synchronous_standby_names; for a name, wait until
+# it is in force (the checkpointer has read it): a commit with
+# synchronous_commit = on then waits for the standby (and is cancelled)
+standby() {
+    local pid
+    sql "ALTER SYSTEM SET synchronous_standby_names = '$1'"
+    sql "SELECT pg_reload_conf()" >/dev/null
+    [ -n "$1" ] || return 0
+    for _ in $(seq 1 100); do
+        start_session probe -At -c "SET synchronous_commit = on" -c "CREATE TEMP TABLE t (); DROP TABLE t"
+        while kill -0 "${client_pid[probe]}" 2>/dev/null; do
+            pid=$(sql "SELECT pid FROM pg_stat_activity WHERE application_name = 'probe' AND wait_event = 'SyncRep'")
+            if [ -n "$pid" ]; then
+                sql "SELECT pg_cancel_backend($pid)" >/dev/null
+                ended probe >/dev/null
+                return
+            fi
+            sleep 0.1
+        done
+    done
+    fail "synchronous_standby_names = '$1' never came in force"
+}
+
+# queue_batch: L, then f1 and f2, queue behind a session that holds the
+# key's gate, which then lets go: L leads (its pid in $leader), and takes
+# the others' calls into its batch
+queue_batch() {
+    open_session holder -At
+    step holder "BEGIN; SELECT occ.gate('k');"
+    start L
+    leader=$(queued L)
+    for f in f1 f2; do
+        start "$f"
+        wait_for "$f" "wait_event_type = 'Extension'" >/dev/null
+    done
+    send holder "COMMIT;"
+    close_input holder
+    ended holder >/dev/null
+    rm -f "$SESSIONS/holder.in"
+}
+
+# point_reached POINT: wait until the leader (pid $leader) is at POINT
+point_reached() {
+    if [ "$1" = commit ]; then
+        wait_for L "pid = $leader AND wait_event = 'SyncRep'" >/dev/null
+    else
+        until [ "$(sql "SELECT is_called FROM reached")" = t ]; do sleep 0.1; done
+    fi
+}
+
+# rows: the calls that committed, sorted, and the counter
+rows() { sql "SELECT coalesce(string_agg(who, ',' ORDER BY who), '') || ' n=' || (SELECT n FROM counter) FROM log"; }
+
+# committed WHO OUTPUT: OUTPUT is WHO's committed outcome
+committed() { grep -qE '^\[\{"pause": ""\}\]$' <<<"$2" || fail "$how at $point: $1 did not commit: $2"; }
+
+for point in own member commit; do
+    for how in cancel terminate kill; do
+        sql "TRUNCATE log, pause_in; UPDATE counter SET n = 0;
+             SELECT setval('go', 1, false), setval('reached', 1, false)" >/dev/null
+        case $point in
+            own) sql "INSERT INTO pause_in VALUES ('L')" ;;
+            member) sql "INSERT INTO pause_in VALUES ('f1')" ;;
+            commit) standby nobody ;;
+        esac
+        queue_batch
+        point_reached "$point"
+
+        case $how in
+            cancel) sql "SELECT pg_cancel_backend($leader)" >/dev/null ;;
+            terminate) sql "SELECT pg_terminate_backend($leader)" >/dev/null ;;
+            kill) kill -KILL "$leader" ;;
+        esac
+        # let the bodies that run again go on, and the commits end
+        [ "$how" = kill ] && server_up
+        [ "$point" = commit ] && standby ''
+        sql "SELECT setval('go', 1)" >/dev/null
+
+        out_l=$(ended L)
+        out_1=$(ended f1)
+        out_2=$(ended f2)
+        got=$(rows)
+        case $point-$how in
+            own-kill | member-kill) want=" n=0" ;;
+            own-* | member-*) want="f1,f2 n=2" ;;
+            commit-*) want="L,f1,f2 n=3" ;;
+        esac
+        [ "$got" = "$want" ] || fail "$how at $point: rows $got, expected $want (L: $out_l; f1: $out_1; f2: $out_2)"
+        if [ "$how" != kill ]; then
+            committed f1 "$out_1"
+            committed f2 "$out_2"
+        fi
+        case $point-$how in
+            commit-cancel)
+                grep -q "canceling wait for synchronous replication" <<<"$out_l" ||
+                    fail "$how at $point: no WARNING for L: $out_l"
+                committed L "$(grep -v -e WARNING -e DETAIL <<<"$out_l")" ;;
+            *-cancel)
+                grep -q "canceling statement due to user request" <<<"$out_l" ||
+                    fail "$how at $point: L: $out_l" ;;
+            *-terminate)
+                grep -q "terminating connection due to administrator command" <<<"$out_l" ||
+                    fail "$how at $point: L: $out_l" ;;
+        esac
+        [ "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 20291")" = 0 ] ||
+            fail "$how at $point: a gate is still held"
+        echo "batch_kill: the leader's $how at $point: rows $got"
+    done
+done
+
+# a follower cancelled after the leader took its call waits for the
+# outcome; when the batch then fails (its leader cancelled), it reports its
+# own cancel truthfully: nothing of it committed, and it does not run again
+sql "TRUNCATE log, pause_in; UPDATE counter SET n = 0;
+     SELECT setval('go', 1, false), setval('reached', 1, false);
+     INSERT INTO pause_in VALUES ('f1')" >/dev/null
+queue_batch
+point_reached member
+sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'f1'" >/dev/null
+for _ in $(seq 1 300); do
+    grep -q "waits for the outcome of the batch" "$SESSIONS/f1.out" && break
+    sleep 0.1
+done
+grep -q "waits for the outcome of the batch" "$SESSIONS/f1.out" || fail "the cancelled f1 did not say it waits: $(cat "$SESSIONS/f1.out")"
+sql "SELECT pg_cancel_backend($leader)" >/dev/null
+sql "SELECT setval('go', 1)" >/dev/null
+out_1=$(ended f1)
+grep -q "ERROR:  canceling statement due to user request" <<<"$out_1" || fail "f1 after its batch failed: $out_1"
+committed f2 "$(ended f2)"
+ended L >/dev/null
+[ "$(rows)" = "f2 n=1" ] || fail "a cancelled follower whose batch failed: rows $(rows)"
+echo "batch_kill: a follower cancelled mid-batch reported its cancel when the batch failed: rows $(rows)"
+
+# the queue still works after all that: a batch of three commits
+sql "TRUNCATE log, pause_in; UPDATE counter SET n = 0" >/dev/null
+queue_batch
+for who in L f1 f2; do committed "$who" "$(ended "$who")"; done
+[ "$(rows)" = "L,f1,f2 n=3" ] || fail "the last batch: $(rows)"
+[ "$(sql "SELECT batched FROM occ.stats WHERE query LIKE '%pause%'")" -ge 2 ] || fail "the last batch did not batch"
+echo "batch_kill: ok"
