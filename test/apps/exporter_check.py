@@ -114,6 +114,32 @@ for (datname, rolname), g in groups.items():
           value("pg_occ_stats_attempts_per_call_sum", **lab) == g["sums"][4])
 print(f"exporter: pg_occ_stats_* equal occ.stats for {len(groups)} (datname, rolname) groups, {len(rows)} bodies")
 
+# --- batch mode (pg_occ 0.4.0), per (datname, rolname), where occ.stats has it ----
+has_batch = conn.execute("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'occ'"
+                         " AND table_name = 'stats' AND column_name = 'batched'").fetchone()[0] == 1
+if has_batch:
+    batch = {}
+    for datname, rolname, batched, mean in conn.execute("""
+        SELECT coalesce(d.datname, ''), coalesce(r.rolname, ''), coalesce(s.batched, 0), coalesce(s.mean_batch_size, 0)
+          FROM occ.stats s LEFT JOIN pg_database d ON d.oid = s.dbid LEFT JOIN pg_roles r ON r.oid = s.userid"""):
+        b = batch.setdefault((datname, rolname), [0, 0.0])
+        b[0] += batched
+        b[1] += batched * mean
+    for name in ["calls_total", "size_calls_total"]:
+        check(f"pg_occ_batch_{name} is a counter", types.get(f"pg_occ_batch_{name}") == "counter")
+    for (datname, rolname), (calls, sizes) in batch.items():
+        lab = {"datname": datname, "rolname": rolname}
+        got = value("pg_occ_batch_calls_total", **lab)
+        check(f"{lab}: pg_occ_batch_calls_total = {calls}", got == calls, got)
+        got = value("pg_occ_batch_size_calls_total", **lab)
+        check(f"{lab}: pg_occ_batch_size_calls_total = {sizes}", close(got, sizes), got)
+    print(f"exporter: pg_occ_batch_* equal occ.stats for {len(batch)} groups,"
+          f" {sum(c for c, _ in batch.values())} calls batched")
+else:
+    check("no pg_occ_batch series without the batch columns",
+          not [s for s in occ if s[0].startswith("pg_occ_batch_")])
+    print("exporter: *** the installed occ.stats has no batched column: pg_occ_batch_* not checked ***")
+
 # --- exporter.sh's own calls, exactly -------------------------------------------
 user = conn.execute("SELECT current_user").fetchone()[0]
 mine = {"datname": db, "rolname": user}
