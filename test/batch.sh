@@ -38,13 +38,7 @@ sql "CREATE EXTENSION pg_occ;
      CREATE TABLE log (seq serial PRIMARY KEY, who text NOT NULL, attempt int, pid int, seen text);
      CREATE SEQUENCE go; CREATE SEQUENCE go2; CREATE SEQUENCE reached;
      CREATE TABLE once (who text UNIQUE DEFERRABLE INITIALLY DEFERRED); INSERT INTO once VALUES ('dup');
-     CREATE FUNCTION conflict_until_gated() RETURNS void LANGUAGE plpgsql AS
-     \$\$ BEGIN
-       IF NOT EXISTS (SELECT FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'
-                      AND objsubid = 20291 AND granted) THEN
-         RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
-       END IF;
-     END \$\$;
+     $CONFLICT_UNTIL_GATED;
      -- wait until the sequence flag is set (after counting mark up, if given)
      CREATE FUNCTION wait_flag(flag regclass, mark regclass DEFAULT NULL) RETURNS void LANGUAGE plpgsql AS
      \$\$ DECLARE called boolean; BEGIN

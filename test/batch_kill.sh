@@ -53,13 +53,7 @@ sql "CREATE EXTENSION pg_occ;
      CREATE SEQUENCE go; CREATE SEQUENCE reached;
      -- the callers' first attempts fail until they hold the gate, so that
      -- every call queues
-     CREATE FUNCTION conflict_until_gated() RETURNS void LANGUAGE plpgsql AS
-     \$\$ BEGIN
-       IF NOT EXISTS (SELECT FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'
-                      AND objsubid = 20291 AND granted) THEN
-         RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
-       END IF;
-     END \$\$;
+     $CONFLICT_UNTIL_GATED;
      -- in the body of the call named in pause_in: say so, and wait for go
      -- (sequences are not transactional: seen whatever the snapshot)
      CREATE FUNCTION pause(who text) RETURNS void LANGUAGE plpgsql AS

@@ -22,14 +22,7 @@ fail() { echo "interrupt_queue: FAIL: $*" >&2; exit 1; }
 dropdb --if-exists "$DB" && createdb "$DB"
 sql "CREATE EXTENSION pg_occ;
      CREATE TABLE hot (id int PRIMARY KEY, v bigint NOT NULL); INSERT INTO hot VALUES (1, 0);
-     -- fails (40001) unless this backend holds a gate: an ungated attempt fails
-     CREATE FUNCTION conflict_until_gated() RETURNS void LANGUAGE plpgsql AS
-     \$\$ BEGIN
-       IF NOT EXISTS (SELECT FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'
-                      AND objsubid = 20291 AND granted) THEN
-         RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
-       END IF;
-     END \$\$;"
+     $CONFLICT_UNTIL_GATED;"
 
 HOLD="CALL occ.retry('SELECT conflict_until_gated(); SELECT pg_sleep(600)', contention => 'queue', key => 'k')"
 WAIT="CALL occ.retry('SELECT conflict_until_gated(); UPDATE hot SET v = v + 1', contention => 'queue', key => 'k')"

@@ -14,6 +14,17 @@ declare -A client_pid session_in
 
 sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
 
+# CONFLICT_UNTIL_GATED: SQL that creates conflict_until_gated(), which
+# fails (40001) unless this backend holds a gate: an ungated attempt fails,
+# so that calls queue
+CONFLICT_UNTIL_GATED="CREATE FUNCTION conflict_until_gated() RETURNS void LANGUAGE plpgsql AS
+     \$\$ BEGIN
+       IF NOT EXISTS (SELECT FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'
+                      AND objsubid = 20291 AND granted) THEN
+         RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
+       END IF;
+     END \$\$"
+
 # start_session NAME PSQL_ARGS...: run psql in the background as
 # application NAME, its output in $SESSIONS/NAME.out
 start_session() {
