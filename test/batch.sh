@@ -128,12 +128,7 @@ start slow
 posted slow >/dev/null
 release_gate
 until [ "$(sql "SELECT is_called FROM reached")" = t ]; do sleep 0.1; done
-sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'slow'" >/dev/null
-for _ in $(seq 1 300); do
-    grep -q "waits for the outcome of the batch" "$SESSIONS/slow.out" && break
-    sleep 0.1
-done
-grep -q "waits for the outcome of the batch" "$SESSIONS/slow.out" || fail "the cancelled follower did not say it waits: $(cat "$SESSIONS/slow.out")"
+cancel_taken slow
 sql "SELECT setval('go2', 1)" >/dev/null
 out=$(ended slow)
 grep -q "came too late" <<<"$out" || fail "cancelled follower's outcome: $out"

@@ -203,12 +203,7 @@ sql "TRUNCATE log, pause_in; UPDATE counter SET n = 0;
      INSERT INTO pause_in VALUES ('f1')" >/dev/null
 queue_batch
 point_reached member
-sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'f1'" >/dev/null
-for _ in $(seq 1 300); do
-    grep -q "waits for the outcome of the batch" "$SESSIONS/f1.out" && break
-    sleep 0.1
-done
-grep -q "waits for the outcome of the batch" "$SESSIONS/f1.out" || fail "the cancelled f1 did not say it waits: $(cat "$SESSIONS/f1.out")"
+cancel_taken f1
 sql "SELECT pg_cancel_backend($leader)" >/dev/null
 sql "SELECT setval('go', 1)" >/dev/null
 out_1=$(ended f1)

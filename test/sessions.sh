@@ -82,6 +82,17 @@ holding() { wait_for "$1" "wait_event = 'PgSleep' AND EXISTS (SELECT FROM pg_loc
 # queued NAME: NAME waits for a gate (an advisory lock); print its pid
 queued() { wait_for "$1" "wait_event_type = 'Lock' AND wait_event = 'advisory'"; }
 
+# cancel_taken NAME: cancel NAME, a follower whose call a batch's leader
+# took, and wait until it says that it waits for the batch's outcome
+cancel_taken() {
+    sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = '$1'" >/dev/null
+    for _ in $(seq 1 300); do
+        grep -q "waits for the outcome of the batch" "$SESSIONS/$1.out" && return
+        sleep 0.1
+    done
+    fail "the cancelled $1 did not say it waits for the batch: $(cat "$SESSIONS/$1.out")"
+}
+
 # close_input NAME: end an open session's input (not in a subshell: the
 # session ends when its last writer closes it), for ended to wait for it
 close_input() {
