@@ -1,5 +1,6 @@
 # Helpers of the interrupt checks (test/interrupt.sh, interrupt_queue.sh,
-# interrupt_key.sh, client_gone.sh), sourced: real sessions run by psql in the
+# interrupt_key.sh, client_gone.sh) and of batch mode's (batch.sh,
+# batch_kill.sh), sourced: real sessions run by psql in the
 # background, each under its own application_name, whose states are reached
 # by polling pg_stat_activity and pg_locks, never by sleeping a fixed time.
 # The caller sets DB and defines fail MESSAGE; the sessions' output goes to
