@@ -53,6 +53,7 @@
 
 #include "access/transam.h"
 #include "access/xact.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/condition_variable.h"
 #include "storage/ipc.h"
@@ -69,6 +70,28 @@
 /* The most a call's request and its outcome may take in its slot */
 #define OCC_BATCH_REQUEST_BYTES 8192
 #define OCC_BATCH_OUTCOME_BYTES 8192
+
+/*
+ * The parts of an error that an outcome keeps, and the bytes each may take
+ * (cut at a character's end), 7,808 in all: its message, detail, hint and
+ * context, and the names of the objects it is about (as clients read them:
+ * a unique violation's constraint_name, for one)
+ */
+typedef enum OccErrorPart
+{
+	OCC_ERROR_MESSAGE,
+	OCC_ERROR_DETAIL,
+	OCC_ERROR_HINT,
+	OCC_ERROR_CONTEXT,
+	OCC_ERROR_SCHEMA,
+	OCC_ERROR_TABLE,
+	OCC_ERROR_COLUMN,
+	OCC_ERROR_DATATYPE,
+	OCC_ERROR_CONSTRAINT,
+	OCC_ERROR_PARTS
+} OccErrorPart;
+
+static const int occ_error_room[OCC_ERROR_PARTS] = {4096, 1536, 512, 1024, 128, 128, 128, 128, 128};
 
 typedef enum OccSlotState
 {
@@ -379,30 +402,47 @@ occ_batch_sleep(OccBatchSlot *slot, double timeout_usec)
 
 /*
  * occ_batch_error: the error an outcome carries, as ErrorData in the
- * current memory context
+ * current memory context.  Made by raising it, so that it is complete (the
+ * follower's error context added), and caught: errfinish resets the
+ * interrupt holdoff counts, which a cancelled follower holds while it
+ * takes its outcome, so they are restored.
  */
 static ErrorData *
 occ_batch_error(const OccBatchSlot *slot)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	const char *message = slot->outcome;
-	const char *detail = message + strlen(message) + 1;
-	const char *hint = detail + strlen(detail) + 1;
+	uint32		holdoff = InterruptHoldoffCount;
+	uint32		cancel_holdoff = QueryCancelHoldoffCount;
+	const char *part[OCC_ERROR_PARTS];
+	const char *p = slot->outcome;
 	ErrorData  *edata = NULL;
 
+	for (int i = 0; i < OCC_ERROR_PARTS; i++)
+	{
+		part[i] = p;
+		p += strlen(p) + 1;
+	}
 	PG_TRY();
 	{
 		ereport(ERROR,
 				(errcode(slot->sqlerrcode),
-				 errmsg_internal("%s", message),
-				 *detail ? errdetail_internal("%s", detail) : 0,
-				 *hint ? errhint("%s", hint) : 0));
+				 errmsg_internal("%s", part[OCC_ERROR_MESSAGE]),
+				 *part[OCC_ERROR_DETAIL] ? errdetail_internal("%s", part[OCC_ERROR_DETAIL]) : 0,
+				 *part[OCC_ERROR_HINT] ? errhint("%s", part[OCC_ERROR_HINT]) : 0,
+				 *part[OCC_ERROR_CONTEXT] ? errcontext_msg("%s", part[OCC_ERROR_CONTEXT]) : 0,
+				 *part[OCC_ERROR_SCHEMA] ? err_generic_string(PG_DIAG_SCHEMA_NAME, part[OCC_ERROR_SCHEMA]) : 0,
+				 *part[OCC_ERROR_TABLE] ? err_generic_string(PG_DIAG_TABLE_NAME, part[OCC_ERROR_TABLE]) : 0,
+				 *part[OCC_ERROR_COLUMN] ? err_generic_string(PG_DIAG_COLUMN_NAME, part[OCC_ERROR_COLUMN]) : 0,
+				 *part[OCC_ERROR_DATATYPE] ? err_generic_string(PG_DIAG_DATATYPE_NAME, part[OCC_ERROR_DATATYPE]) : 0,
+				 *part[OCC_ERROR_CONSTRAINT] ? err_generic_string(PG_DIAG_CONSTRAINT_NAME, part[OCC_ERROR_CONSTRAINT]) : 0));
 	}
 	PG_CATCH();
 	{
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 		FlushErrorState();
+		InterruptHoldoffCount = holdoff;
+		QueryCancelHoldoffCount = cancel_holdoff;
 	}
 	PG_END_TRY();
 	return edata;
@@ -552,7 +592,13 @@ occ_batch_join(const OccRetrySpec *spec, uint64 key, uint64 signature, int attem
 	volatile OccBatchJoin join = OCC_BATCH_LEAD;
 	int			len;
 
-	if (slot == NULL || occ_session_has_temp())
+	/*
+	 * A session with temporary tables, or advisory locks of its own (a
+	 * body that takes them again would wait in the leader for this
+	 * follower, which waits for the leader, unseen by the deadlock
+	 * detector), runs alone
+	 */
+	if (slot == NULL || occ_session_has_temp() || occ_user_locks_held(NULL, NULL, 0) > 0)
 		return OCC_BATCH_JOIN_ALONE;
 
 	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
@@ -688,10 +734,11 @@ occ_batch_claim(uint64 key, uint64 signature, int max, OccBatchMember *members)
 	}
 	LWLockRelease(occ_batch->lock);
 
-	for (int i = 0; i < n; i++)
-		occ_batch_read_request(&occ_batch->slots[members[i].slot], &members[i]);
+	/* they are ours: if anything fails from here, they are orphaned */
 	occ_led = members;
 	occ_nled = n;
+	for (int i = 0; i < n; i++)
+		occ_batch_read_request(&occ_batch->slots[members[i].slot], &members[i]);
 	return n;
 }
 
@@ -717,15 +764,23 @@ occ_batch_note(OccBatchMember *m, OccBatchKind kind, const Jsonb *result,
 	}
 	if (edata != NULL)
 	{
-		const char *parts[3] = {edata->message, edata->detail, edata->hint};
-		const Size	room[3] = {OCC_BATCH_OUTCOME_BYTES / 2, OCC_BATCH_OUTCOME_BYTES / 4,
-		OCC_BATCH_OUTCOME_BYTES / 4};
+		const char *part[OCC_ERROR_PARTS] = {
+			edata->message, edata->detail, edata->hint, edata->context,
+			edata->schema_name, edata->table_name, edata->column_name,
+			edata->datatype_name, edata->constraint_name
+		};
 		char	   *p = slot->outcome;
 
-		for (int i = 0; i < 3; i++)
+		for (int i = 0; i < OCC_ERROR_PARTS; i++)
 		{
-			strlcpy(p, parts[i] ? parts[i] : "", room[i]);
-			p += strlen(p) + 1;
+			const char *text = part[i] ? part[i] : "";
+			int			len = strlen(text);
+
+			if (len >= occ_error_room[i])
+				len = pg_mbcliplen(text, len, occ_error_room[i] - 1);
+			memcpy(p, text, len);
+			p[len] = '\0';
+			p += len + 1;
 		}
 		slot->sqlerrcode = edata->sqlerrcode;
 		slot->outcome_len = p - slot->outcome;
@@ -777,13 +832,18 @@ occ_batch_slot_kind(OccBatchMember *m, OccBatchKind kind)
 
 /*
  * occ_batch_seal: every member has run: record the batch's transaction
- * id, before its commit, for followers whose leader goes away
+ * id, before its commit, for followers whose leader goes away.  The id is
+ * assigned now if the bodies have none yet: a NOTIFY assigns one only at
+ * COMMIT, and a batch sealed without one would pass for not committed.
  */
 void
 occ_batch_seal(OccBatchMember *members, int n)
 {
-	TransactionId xid = GetTopTransactionIdIfAny();
+	TransactionId xid = InvalidTransactionId;
 
+	for (int i = 0; i < n && !TransactionIdIsValid(xid); i++)
+		if (!members[i].finished)
+			xid = GetTopTransactionId();
 	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < n; i++)
 		if (!members[i].finished)
@@ -828,22 +888,13 @@ occ_batch_publish(OccBatchMember *members, int n, bool committed, int batch_size
 }
 
 /*
- * occ_batch_exit: the backend exits.  As a follower: leave the queue (a
- * leader that took the call frees the slot).  As a leader: hand the lead
- * on, and leave the calls it took ORPHANED: each learns its outcome from
- * the batch transaction's fate.
+ * occ_orphan_led: under the lock, the leader will not tell the calls it
+ * took: leave them ORPHANED (each learns its outcome from the batch
+ * transaction's fate), free the slots of those whose backend has gone
  */
 static void
-occ_batch_exit(int code, Datum arg)
+occ_orphan_led(void)
 {
-	OccBatchSlot *slot;
-	int			procno = occ_my_procno();
-
-	if (occ_batch == NULL || procno < 0 || procno >= occ_batch->nslots)
-		return;
-	slot = &occ_batch->slots[procno];
-	LWLockReleaseAll();
-	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < occ_nled; i++)
 	{
 		OccBatchSlot *s = &occ_batch->slots[occ_led[i].slot];
@@ -858,7 +909,42 @@ occ_batch_exit(int code, Datum arg)
 			ConditionVariableSignal(&s->cv);
 		}
 	}
+	occ_led = NULL;
 	occ_nled = 0;
+}
+
+/*
+ * occ_batch_orphan: an error escaped the leader's attempt before it told
+ * the calls it took: they learn their outcome from the batch transaction's
+ * fate, as if the leader had gone away
+ */
+void
+occ_batch_orphan(void)
+{
+	if (occ_batch == NULL || occ_nled == 0)
+		return;
+	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	occ_orphan_led();
+	LWLockRelease(occ_batch->lock);
+}
+
+/*
+ * occ_batch_exit: the backend exits.  As a follower: leave the queue (a
+ * leader that took the call frees the slot).  As a leader: hand the lead
+ * on, and leave the calls it took ORPHANED.
+ */
+static void
+occ_batch_exit(int code, Datum arg)
+{
+	OccBatchSlot *slot;
+	int			procno = occ_my_procno();
+
+	if (occ_batch == NULL || procno < 0 || procno >= occ_batch->nslots)
+		return;
+	slot = &occ_batch->slots[procno];
+	LWLockReleaseAll();
+	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	occ_orphan_led();
 	switch (slot->state)
 	{
 		case OCC_SLOT_LEADING:

@@ -25,8 +25,9 @@
  *	  every call's; another (the leader cancelled) the leader's alone.
  *	  Each call then decides by its own policy: no body runs twice after a
  *	  commit, since outcomes are told only after it.
- *	- A body that leaves something in the session (session.c) is rolled
- *	  back and its call runs alone; a result too large to hand over, too.
+ *	- A body that leaves something in the session (session.c) or changes
+ *	  synchronous_commit for its transaction is rolled back and its call
+ *	  runs alone; a result too large to hand over, too.
  *	- A leader whose own body left something in its session, or wrote to a
  *	  foreign table, takes no one.
  *
@@ -59,6 +60,7 @@ occ_lead_begin(OccLead *lead, const OccRetrySpec *spec, OccBody **body, uint64 k
 	lead->fingerprint = occ_session_fingerprint();
 	lead->signature = occ_batch_signature(spec, lead->fingerprint);
 	lead->failed = -1;
+	lead->synchronous_commit = synchronous_commit;
 	lead->settings = occ_session_settings_open();
 	if (occ_batch_max_calls <= 1)
 		return;
@@ -75,14 +77,26 @@ occ_lead_give_back(OccLead *lead)
 }
 
 /*
+ * occ_commit_changed: has a body changed synchronous_commit for its
+ * transaction?  It asked its commit to wait for more (remote_apply) or
+ * less: its body cannot share a commit with others.
+ */
+static bool
+occ_commit_changed(const OccLead *lead)
+{
+	return synchronous_commit != lead->synchronous_commit;
+}
+
+/*
  * occ_lead_shares: can the leader's transaction take others' calls?  Not
- * after its own body left something in its session.
+ * after its own body left something in its session, or changed how its
+ * transaction commits.
  */
 static bool
 occ_lead_shares(OccLead *lead)
 {
 	return *lead->body != NULL && occ_body_shares(*lead->body) &&
-		!occ_foreign_written_yet() && !occ_session_has_temp();
+		!occ_foreign_written_yet() && !occ_session_has_temp() && !occ_commit_changed(lead);
 }
 
 /*
@@ -156,7 +170,9 @@ occ_lead_member(OccLead *lead, int i, const OccSessionLocks *locks)
 		int			level = occ_session_settings_open();
 		Jsonb	   *result = occ_lead_member_body(lead, m, cxt);
 
-		alone = !occ_session_settings_close(level, lead->fingerprint, true) ||
+		/* (the level, left open when the commit changed, goes with the subtransaction) */
+		alone = occ_commit_changed(lead) ||
+			!occ_session_settings_close(level, lead->fingerprint, true) ||
 			occ_session_has_temp() || occ_session_locks_changed(locks) ||
 			occ_foreign_written_yet() ||
 			!occ_batch_note(m, OCC_BATCH_COMMITTED, result, NULL);

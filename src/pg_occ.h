@@ -505,6 +505,7 @@ extern bool occ_batch_note(OccBatchMember *m, OccBatchKind kind,
 extern void occ_batch_slot_kind(OccBatchMember *m, OccBatchKind kind);
 extern void occ_batch_send_alone(OccBatchMember *m);
 extern void occ_batch_seal(OccBatchMember *members, int n);
+extern void occ_batch_orphan(void);
 extern void occ_batch_publish(OccBatchMember *members, int n, bool committed,
 							  int batch_size, const ErrorData *edata,
 							  bool at_commit, int failed);
@@ -517,6 +518,7 @@ typedef struct OccLead
 	uint64		key;
 	uint64		fingerprint;	/* of the session at the attempt's start */
 	int			settings;		/* the level of settings of its own body */
+	int			synchronous_commit; /* at the attempt's start */
 	uint64		signature;
 	OccBatchMember *members;	/* the calls taken, in the attempt's memory */
 	int			n;

@@ -123,8 +123,10 @@ occ_check_stmt(Node *stmt, int location)
 /*
  * occ_keeps_session_state: does this statement leave something in the
  * session beyond its transaction (a prepared statement, a cursor WITH
- * HOLD, LISTEN, a SET without LOCAL, ...)?  Such a body cannot run in another
- * session's batch (session.c finds what functions leave).
+ * HOLD, LISTEN, a SET without LOCAL, ...), or use what the session holds
+ * (EXECUTE a prepared statement, FETCH, MOVE or CLOSE a cursor)?  Such a
+ * body cannot run in another session's batch (session.c finds what
+ * functions leave).
  */
 static bool
 occ_keeps_session_state(Node *stmt)
@@ -132,6 +134,9 @@ occ_keeps_session_state(Node *stmt)
 	switch (nodeTag(stmt))
 	{
 		case T_PrepareStmt:
+		case T_ExecuteStmt:
+		case T_FetchStmt:
+		case T_ClosePortalStmt:
 		case T_DeallocateStmt:
 		case T_ListenStmt:
 		case T_UnlistenStmt:

@@ -249,6 +249,27 @@ occ_wait_gate(OccCall *call, double timeout)
 }
 
 /*
+ * occ_error_copy: a copy of edata in the current memory context (what
+ * CopyErrorData copies)
+ */
+static ErrorData *
+occ_error_copy(const ErrorData *edata)
+{
+	ErrorData  *copy = palloc(sizeof(ErrorData));
+	char	  **strings[] = {&copy->message, &copy->detail, &copy->detail_log, &copy->hint,
+		&copy->context, &copy->backtrace, &copy->schema_name,
+		&copy->table_name, &copy->column_name, &copy->datatype_name,
+	&copy->constraint_name, &copy->internalquery};
+
+	memcpy(copy, edata, sizeof(ErrorData));
+	for (int i = 0; i < lengthof(strings); i++)
+		if (*strings[i] != NULL)
+			*strings[i] = pstrdup(*strings[i]);
+	copy->assoc_context = CurrentMemoryContext;
+	return copy;
+}
+
+/*
  * occ_handed_outcome: the attempt that a batch's leader ran for the call:
  * true if it committed (its result in call->rows's place), else the
  * failure, as occ_attempt_run reports one
@@ -266,7 +287,8 @@ occ_handed_outcome(OccCall *call, Jsonb **rows, OccAttemptFailure *failure)
 		call->result.batch_size = o->batch_size;
 		return true;
 	}
-	failure->edata = o->edata;
+	/* in the attempt's memory: the outcome's is reset when the call joins again */
+	failure->edata = occ_error_copy(o->edata);
 	failure->at_commit = o->at_commit;
 	failure->foreign_table = NULL;
 	return false;
@@ -288,10 +310,20 @@ occ_next_attempt(OccCall *call, MemoryContext attemptcxt, Jsonb **rows,
 		return occ_attempt_run(&call->spec, call->result.attempts, &call->body,
 							   attemptcxt, rows, failure, NULL, NULL);
 	occ_attempt_set_isolation(&call->spec);
-	occ_lead_begin(&call->lead, &call->spec, &call->body, call->lead_key);
-	committed = occ_attempt_run(&call->spec, call->result.attempts, &call->body,
-								attemptcxt, rows, failure, occ_lead_run, &call->lead);
-	call->result.batch_size = occ_lead_end(&call->lead, committed, failure);
+	PG_TRY();
+	{
+		occ_lead_begin(&call->lead, &call->spec, &call->body, call->lead_key);
+		committed = occ_attempt_run(&call->spec, call->result.attempts, &call->body,
+									attemptcxt, rows, failure, occ_lead_run, &call->lead);
+		call->result.batch_size = occ_lead_end(&call->lead, committed, failure);
+	}
+	PG_CATCH();
+	{
+		/* the calls taken learn from the batch transaction's fate */
+		occ_batch_orphan();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	if (committed)
 		occ_policy_observe_batch(&call->policy, call->result.batch_size - 1);
 	return committed;

@@ -18,7 +18,9 @@
 #   3. the leader terminated in the middle of the batch: its followers learn
 #      that the batch did not commit and run again, each once;
 #   4. bodies that leave session state (SET, an advisory lock, a temporary
-#      table) run alone, in their own session.
+#      table) or change synchronous_commit, a session that holds an
+#      advisory lock, and a body that EXECUTEs a prepared statement run
+#      alone, in their own session.
 # The callers' first attempts fail until they hold the key's gate
 # (conflict_until_gated), so every call joins the queue.  A session holds
 # the key's gate (occ.gate) while the calls queue: the first, the leader,
@@ -170,6 +172,8 @@ sql "CREATE FUNCTION keep_state(who text, what text) RETURNS void LANGUAGE plpgs
          WHEN 'set' THEN PERFORM set_config('app.x', '1', false);
          WHEN 'lock' THEN PERFORM pg_advisory_lock(7);
          WHEN 'temp' THEN CREATE TEMP TABLE t (x int);
+         WHEN 'commit' THEN PERFORM set_config('synchronous_commit', 'remote_apply', true);
+         WHEN 'held' THEN PERFORM pg_advisory_xact_lock(7);
        END CASE;
      END \$\$;" >/dev/null
 # what a session has kept: advisory lock 7, app.x, temporary table t (its
@@ -177,15 +181,20 @@ sql "CREATE FUNCTION keep_state(who text, what text) RETURNS void LANGUAGE plpgs
 KEPT="SELECT (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory' AND objid = 7)
           || ',' || coalesce(current_setting('app.x', true), '') || ','
           || (SELECT count(*) FROM pg_class WHERE relname = 't' AND relnamespace = pg_my_temp_schema())"
-for what in set lock temp; do
+for what in set lock temp commit held; do
     reset
     hold_gate
     body="$BODY; SELECT keep_state(\$1, '$what')"
     for who in L keeper; do
-        start_session "$who" -At -c "SET client_min_messages = warning" \
+        # held: the keeper's session holds advisory lock 7 before its call
+        setup="SET client_min_messages = warning"
+        [ "$what/$who" != held/keeper ] || setup="$setup; DO \$\$ BEGIN PERFORM pg_advisory_lock(7); END \$\$"
+        start_session "$who" -At -c "$setup" \
             -c "CALL occ.retry(\$body\$$body\$body\$, NULL::jsonb, NULL::int, NULL::interval, params => row('$who'), contention => 'batch', key => 'k');" \
             -c "$KEPT"
-        [ "$who" = L ] && queued L >/dev/null || posted keeper >/dev/null
+        # a session that holds an advisory lock does not post its call: it
+        # waits for the gate, to run alone
+        if [ "$who" = L ] || [ "$what" = held ]; then queued "$who" >/dev/null; else posted keeper >/dev/null; fi
     done
     release_gate
     out=$(ended L)
@@ -195,12 +204,30 @@ for what in set lock temp; do
         set) expect="0,1,0" ;;
         lock) expect="1,,0" ;;
         temp) expect="0,,1" ;;
+        commit) expect="0,,0" ;;
+        held) expect="1,,0" ;;
     esac
     [ "$(sed -n 2p <<<"$out")" = "$expect" ] || fail "the follower's $what is not in its session: $out"
     rows=$(sql "SELECT string_agg(who || ':' || (pid = (SELECT pid FROM log WHERE who = 'L')), ',' ORDER BY seq) FROM log")
     [ "$rows" = "L:true,keeper:false" ] || fail "keeper ($what) ran in the batch: $rows"
 done
-echo "batch: bodies that SET, take an advisory lock or create a temporary table ran alone, in their own session"
+echo "batch: bodies that SET, take an advisory lock, create a temporary table or change synchronous_commit, and a session that holds an advisory lock, ran alone, in their own session"
+
+# --- 4b. a body that uses what its session holds (EXECUTE of a prepared
+# statement) runs in its own session, where the statement is its own
+reset
+hold_gate
+for who in L keeper; do
+    start_session "$who" -At -c "SET client_min_messages = warning" -c "PREPARE p AS SELECT '$who' AS prepared_by" \
+        -c "CALL occ.retry(\$body\$$BODY; EXECUTE p\$body\$, NULL::jsonb, params => row('$who'), contention => 'batch', key => 'k');"
+    [ "$who" = L ] && queued L >/dev/null || posted keeper >/dev/null
+done
+release_gate
+for who in L keeper; do
+    out=$(ended "$who")
+    [ "$out" = "[{\"prepared_by\": \"$who\"}]" ] || fail "$who's EXECUTE ran another session's statement: $out"
+done
+echo "batch: a body that EXECUTEs a prepared statement ran in its own session"
 
 # --- 5. write skew and lost updates stay out with batches: doctors go off
 # call only while another is on call (SERIALIZABLE); however the calls are

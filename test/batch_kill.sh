@@ -25,7 +25,8 @@
 #     keeps the whole batch.
 # After each case the counter equals the rows and no gate is held.  Then a
 # follower cancelled mid-batch, whose batch fails, reports its cancel and
-# leaves nothing; and a new batch runs.  States are reached by polling, never by sleeping a set time.
+# leaves nothing; one whose own body then fails reports its error, and its
+# session still takes a cancel; and a new batch runs.  States are reached by polling, never by sleeping a set time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=test/cluster.sh
@@ -49,18 +50,20 @@ DB=postgres
 sql "CREATE EXTENSION pg_occ;
      CREATE TABLE log (who text NOT NULL);
      CREATE TABLE counter (n int NOT NULL); INSERT INTO counter VALUES (0);
-     CREATE TABLE pause_in (who text);
+     CREATE TABLE pause_in (who text, fail boolean NOT NULL DEFAULT false);
      CREATE SEQUENCE go; CREATE SEQUENCE reached;
      -- the callers' first attempts fail until they hold the gate, so that
      -- every call queues
      $CONFLICT_UNTIL_GATED;
-     -- in the body of the call named in pause_in: say so, and wait for go
-     -- (sequences are not transactional: seen whatever the snapshot)
+     -- in the body of the call named in pause_in: say so, wait for go
+     -- (sequences are not transactional: seen whatever the snapshot), and
+     -- fail if it says so
      CREATE FUNCTION pause(who text) RETURNS void LANGUAGE plpgsql AS
      \$\$ BEGIN
        IF NOT EXISTS (SELECT FROM pause_in p WHERE p.who = pause.who) THEN RETURN; END IF;
        PERFORM nextval('reached');
        WHILE NOT (SELECT is_called FROM go) LOOP PERFORM pg_sleep(0.02); END LOOP;
+       IF (SELECT fail FROM pause_in p WHERE p.who = pause.who) THEN PERFORM 1 / 0; END IF;
      END \$\$;"
 
 CALL_SQL="CALL occ.retry('SELECT conflict_until_gated();
@@ -69,11 +72,12 @@ CALL_SQL="CALL occ.retry('SELECT conflict_until_gated();
                         SELECT pause(\$1)', NULL::jsonb, params => row('WHO'),
                        isolation => 'repeatable read', contention => 'batch', key => 'k');"
 
-# start WHO: a caller named WHO, in the background (its commits wait for
-# the synchronous standby while synchronous_standby_names is set)
+# start WHO [PSQL_ARGS...]: a caller named WHO, in the background (its
+# commits wait for the synchronous standby while synchronous_standby_names
+# is set), and then what PSQL_ARGS say
 start() {
     start_session "$1" -At -c "SET synchronous_commit = on" -c "SET client_min_messages = warning" \
-        -c "${CALL_SQL/WHO/$1}"
+        -c "${CALL_SQL/WHO/$1}" "${@:2}"
 }
 
 # server_up: wait until the server accepts connections (after a crash)
@@ -108,16 +112,18 @@ standby() {
     fail "synchronous_standby_names = '$1' never came in force"
 }
 
-# queue_batch: L, then f1 and f2, queue behind a session that holds the
-# key's gate, which then lets go: L leads (its pid in $leader), and takes
-# the others' calls into its batch
+# queue_batch [PSQL_ARGS...]: L, then f1 (which then does what PSQL_ARGS
+# say) and f2, queue behind a session that holds the key's gate, which then
+# lets go: L leads (its pid in $leader), and takes the others' calls into
+# its batch
 queue_batch() {
     open_session holder -At
     step holder "BEGIN; SELECT occ.gate('k');"
     start L
     leader=$(queued L)
+    start f1 "$@"
+    start f2
     for f in f1 f2; do
-        start "$f"
         wait_for "$f" "wait_event_type = 'Extension'" >/dev/null
     done
     send holder "COMMIT;"
@@ -212,6 +218,26 @@ committed f2 "$(ended f2)"
 ended L >/dev/null
 [ "$(rows)" = "f2 n=1" ] || fail "a cancelled follower whose batch failed: rows $(rows)"
 echo "batch_kill: a follower cancelled mid-batch reported its cancel when the batch failed: rows $(rows)"
+
+# a follower cancelled after the leader took its call, whose body then
+# fails on its own (the batch commits the others): it reports its body's
+# error, and its session still takes interrupts (its pg_sleep is cancelled)
+sql "TRUNCATE log, pause_in; UPDATE counter SET n = 0;
+     SELECT setval('go', 1, false), setval('reached', 1, false);
+     INSERT INTO pause_in VALUES ('f1', true)" >/dev/null
+queue_batch -c "SELECT pg_sleep(60)"
+point_reached member
+cancel_taken f1
+sql "SELECT setval('go', 1)" >/dev/null
+pid=$(wait_for f1 "wait_event = 'PgSleep'")
+sql "SELECT pg_cancel_backend($pid)" >/dev/null
+out_1=$(ended f1)
+grep -q "ERROR:  division by zero" <<<"$out_1" || fail "the cancelled f1 whose body failed: $out_1"
+grep -q "ERROR:  canceling statement due to user request" <<<"$out_1" || fail "f1's pg_sleep was not cancelled: $out_1"
+committed f2 "$(ended f2)"
+ended L >/dev/null
+[ "$(rows)" = "L,f2 n=2" ] || fail "a cancelled follower whose body failed: rows $(rows)"
+echo "batch_kill: a follower cancelled mid-batch whose body failed reported its error, and took the next cancel"
 
 # the queue still works after all that: a batch of three commits
 sql "TRUNCATE log, pause_in; UPDATE counter SET n = 0" >/dev/null
