@@ -64,8 +64,9 @@ RETURNING who, attempt'
 # call WHO: the CALL of a caller named WHO; its output: result|attempts|slept
 call() { echo "CALL occ.retry(\$body\$$BODY\$body\$, NULL::jsonb, NULL::int, NULL::interval, params => row('$1'), contention => 'batch', key => 'k');"; }
 
-# start NAME [SETUP]: a caller named NAME, in the background
-start() { start_session "$1" -At -c "${2:-SET client_min_messages = warning}" -c "$(call "$1")"; }
+# start NAME [SETUP]: a caller named NAME, in the background (errors
+# verbose: with the names of the objects they are about)
+start() { start_session "$1" -At -v VERBOSITY=verbose -c "${2:-SET client_min_messages = warning}" -c "$(call "$1")"; }
 
 # outcome WHO OUTPUT: OUTPUT is WHO's committed row, with occ.attempt() in
 # the body equal to the attempts that the call reports (1 when the key was
@@ -112,9 +113,10 @@ for f in L f1 f2; do
     outcome "$f" "$out" || fail "$f's outcome: $out"
 done
 out=$(ended bad)
-grep -q "ERROR:  division by zero" <<<"$out" || fail "bad's outcome: $out"
+grep -q "ERROR:  22012: division by zero" <<<"$out" || fail "bad's outcome: $out"
 out=$(ended dup)
-grep -q 'ERROR:  duplicate key value violates unique constraint "once_who_key"' <<<"$out" || fail "dup's outcome: $out"
+grep -q 'ERROR:  23505: duplicate key value violates unique constraint "once_who_key"' <<<"$out" &&
+    grep -q '^CONSTRAINT NAME:  once_who_key$' <<<"$out" || fail "dup's outcome: $out"
 rows=$(sql "SELECT string_agg(who || ':' || (pid = $leader) || ':' || seen, ',' ORDER BY seq) FROM log")
 [ "$rows" = "L:true:-,f1:true:-,f2:true:-" ] || fail "rows: $rows"
 stats=$(sql "SELECT calls, commits, errors, batched, mean_batch_size FROM occ.stats WHERE query LIKE '%wait_flag%'")
