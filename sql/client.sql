@@ -218,7 +218,7 @@ SET ROLE occ_key_stats_role;
 BEGIN;
 SET LOCAL occ.key = 'stats:role';
 COMMIT;
-SELECT key, keyid IS NULL AS keyid_hidden, transactions FROM occ.key_stats ORDER BY key;
+SELECT key, keyid IS NULL AS keyid_hidden, transactions FROM occ.key_stats ORDER BY key, transactions DESC;
 RESET ROLE;
 SELECT occ.stats_reset();
 SELECT count(*) AS after_reset FROM occ.key_stats;
