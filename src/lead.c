@@ -257,8 +257,9 @@ occ_lead_run(void *arg)
  * occ_lead_end: the leader's attempt committed (committed) or failed with
  * failure: tell every call it took.  A retryable failure at COMMIT is
  * every call's; any other (a cancel of the leader) is the leader's alone:
- * the others were not run.  Returns the size of the batch that committed
- * (1 when the leader ran alone).
+ * the others' bodies were rolled back with it, and they run again.
+ * Returns the size of the batch that committed (1 when the leader ran
+ * alone).
  */
 int
 occ_lead_end(OccLead *lead, bool committed, const OccAttemptFailure *failure)
