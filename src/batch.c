@@ -121,6 +121,7 @@ typedef struct OccBatchSlot
 	int			leader_pid;
 	TransactionId xid;			/* the batch's, set before its commit */
 	int			batch_size;
+	double		body_usec;		/* a leader's: its key's bodies' last mean time */
 	OccBatchKind kind;			/* the outcome (tentative until DONE) */
 	int			sqlerrcode;
 	bool		at_commit;
@@ -327,7 +328,40 @@ occ_hand_on(OccBatchSlot *slot)
 	if (next == NULL)
 		return;
 	next->state = OCC_SLOT_LEAD;
+	next->body_usec = slot->body_usec;
 	ConditionVariableSignal(&next->cv);
+}
+
+/*
+ * occ_batch_body_usec: how long a body of the key this backend leads took,
+ * on average, in the last batch that ran any (its own, or its predecessors'
+ * in the lead); 0 if unknown
+ */
+double
+occ_batch_body_usec(void)
+{
+	OccBatchSlot *slot = occ_my_slot();
+	double		usec;
+
+	if (slot == NULL)
+		return 0;
+	LWLockAcquire(occ_batch->lock, LW_SHARED);
+	usec = slot->body_usec;
+	LWLockRelease(occ_batch->lock);
+	return usec;
+}
+
+/* occ_batch_set_body_usec: the mean time of the bodies of the batch just run */
+void
+occ_batch_set_body_usec(double usec)
+{
+	OccBatchSlot *slot = occ_my_slot();
+
+	if (slot == NULL)
+		return;
+	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	slot->body_usec = usec;
+	LWLockRelease(occ_batch->lock);
 }
 
 /*
@@ -621,6 +655,7 @@ occ_batch_join(const OccRetrySpec *spec, uint64 key, uint64 signature, int attem
 	if (occ_find_leader(key) == NULL)
 	{
 		slot->state = OCC_SLOT_LEADING;
+		slot->body_usec = 0;
 		LWLockRelease(occ_batch->lock);
 		return OCC_BATCH_LEAD;
 	}
@@ -643,7 +678,10 @@ occ_batch_join(const OccRetrySpec *spec, uint64 key, uint64 signature, int attem
 		*seq = occ_batch->next_seq++;
 	slot->seq = *seq;
 	if (occ_find_leader(key) == NULL)
+	{
 		slot->state = OCC_SLOT_LEADING; /* the leader left meanwhile */
+		slot->body_usec = 0;
+	}
 	else
 		slot->state = OCC_SLOT_POSTED;
 	LWLockRelease(occ_batch->lock);

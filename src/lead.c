@@ -43,6 +43,28 @@
 
 #include "pg_occ.h"
 
+/* The time a batch's bodies should take, at most, once their time is known */
+#define OCC_LEAD_BATCH_USEC 10000.0
+
+/*
+ * occ_lead_room: how many calls the leader takes: up to occ.batch_max_calls
+ * (its own included), and no more than the key's bodies run in
+ * OCC_LEAD_BATCH_USEC, by the last batch's mean.  Every call of a batch
+ * waits for its last body: where bodies are long, large batches would add
+ * a batch's time to the wait of the calls that just missed one, and gain
+ * nothing, the commit being a small part of the time.
+ */
+static int
+occ_lead_room(void)
+{
+	double		usec = occ_batch_body_usec();
+	int			room = occ_batch_max_calls - 1;
+
+	if (usec > 0 && usec * room > OCC_LEAD_BATCH_USEC)
+		room = Max(1, (int) (OCC_LEAD_BATCH_USEC / usec));
+	return room;
+}
+
 /*
  * occ_lead_begin: the leader's attempt begins (its isolation level set, no
  * snapshot yet): note what its session is like, to see what its own body
@@ -65,7 +87,7 @@ occ_lead_begin(OccLead *lead, const OccRetrySpec *spec, OccBody **body, uint64 k
 	if (occ_batch_max_calls <= 1)
 		return;
 	lead->members = palloc(sizeof(OccBatchMember) * (occ_batch_max_calls - 1));
-	lead->n = occ_batch_claim(key, lead->signature, occ_batch_max_calls - 1, lead->members);
+	lead->n = occ_batch_claim(key, lead->signature, occ_lead_room(), lead->members);
 }
 
 /* occ_lead_give_back: the calls taken go back to the queue, not run */
@@ -226,6 +248,7 @@ occ_lead_run(void *arg)
 {
 	OccLead    *lead = (OccLead *) arg;
 	OccSessionLocks *locks;
+	instr_time	start;
 
 	/*
 	 * The leader's own settings: as before its body, or changed for its
@@ -248,8 +271,11 @@ occ_lead_run(void *arg)
 	/* the leader's deferred triggers fire before the next body, as its commit's */
 	AfterTriggerFireDeferred();
 	locks = occ_session_locks();
+	INSTR_TIME_SET_CURRENT(start);
 	for (int i = 0; i < lead->n; i++)
 		occ_lead_member(lead, i, locks);
+	if (lead->ran > 0)
+		occ_batch_set_body_usec(occ_elapsed_usec(start) / lead->ran);
 	occ_batch_seal(lead->members, lead->n);
 }
 

@@ -506,6 +506,8 @@ extern void occ_batch_slot_kind(OccBatchMember *m, OccBatchKind kind);
 extern void occ_batch_send_alone(OccBatchMember *m);
 extern void occ_batch_seal(OccBatchMember *members, int n);
 extern void occ_batch_orphan(void);
+extern double occ_batch_body_usec(void);
+extern void occ_batch_set_body_usec(double usec);
 extern void occ_batch_publish(OccBatchMember *members, int n, bool committed,
 							  int batch_size, const ErrorData *edata,
 							  bool at_commit, int failed);

@@ -53,8 +53,9 @@ batch_durability() {
 	until [ "$(sql "SHOW fsync")" = "$1" ]; do sleep 0.1; done
 }
 
-# batch_sizes RUN FORM: the batch sizes the form's last run (RUN) saw,
-# into batch_sizes.csv: calls batched out of all, and their mean batch size
+# batch_sizes RUN FORM: the batch sizes the form's last run (RUN, no comma
+# in it) saw, into batch_sizes.csv: calls batched out of all, and their
+# mean batch size
 batch_sizes() {
 	local sizes
 	sizes=$(sql "SELECT coalesce(sum(batched), 0) || ',' || coalesce(sum(calls), 0) || ',' ||
@@ -77,7 +78,7 @@ batch_mode() {
 				# shellcheck disable=SC2086 # a list of forms
 				for form in $(in_turn "$rep" $BATCH_FORMS); do
 					run_one "batch-w$work-$([ "$durable" = on ] && echo durable || echo fast)" "$form" "$BATCH_CLIENTS" "$work" "$rep"
-					[ "$form" = batch ] && batch_sizes "$([ "$work" = 0 ] && echo instant || echo "1 ms"), $([ "$durable" = on ] && echo durable || echo fast)" "$form"
+					[ "$form" = batch ] && batch_sizes "$([ "$work" = 0 ] && echo instant || echo "1 ms") ($([ "$durable" = on ] && echo durable || echo fast))" "$form"
 				done
 			done
 		done
