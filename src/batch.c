@@ -351,19 +351,6 @@ occ_batch_body_usec(void)
 	return usec;
 }
 
-/* occ_batch_set_body_usec: the mean time of the bodies of the batch just run */
-void
-occ_batch_set_body_usec(double usec)
-{
-	OccBatchSlot *slot = occ_my_slot();
-
-	if (slot == NULL)
-		return;
-	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
-	slot->body_usec = usec;
-	LWLockRelease(occ_batch->lock);
-}
-
 /*
  * occ_batch_leave: the call that leads its key (if this one does) is over,
  * or stops leading: the next call in the queue leads.  Call it before the
@@ -870,19 +857,25 @@ occ_batch_slot_kind(OccBatchMember *m, OccBatchKind kind)
 
 /*
  * occ_batch_seal: every member has run: record the batch's transaction
- * id, before its commit, for followers whose leader goes away.  The id is
- * assigned now if the bodies have none yet: a NOTIFY assigns one only at
- * COMMIT, and a batch sealed without one would pass for not committed.
+ * id, before its commit, for followers whose leader goes away, and the
+ * mean time its bodies took (body_usec, 0 if none ran), for the key's next
+ * leaders.  The id is assigned now if the bodies have none yet: a NOTIFY
+ * assigns one only at COMMIT, and a batch sealed without one would pass
+ * for not committed.
  */
 void
-occ_batch_seal(OccBatchMember *members, int n)
+occ_batch_seal(OccBatchMember *members, int n, double body_usec)
 {
-	TransactionId xid = InvalidTransactionId;
+	OccBatchSlot *slot = occ_my_slot();
+	bool		any = false;
+	TransactionId xid;
 
-	for (int i = 0; i < n && !TransactionIdIsValid(xid); i++)
-		if (!members[i].finished)
-			xid = GetTopTransactionId();
+	for (int i = 0; i < n; i++)
+		any |= !members[i].finished;
+	xid = any ? GetTopTransactionId() : InvalidTransactionId;
 	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	if (body_usec > 0)
+		slot->body_usec = body_usec;
 	for (int i = 0; i < n; i++)
 		if (!members[i].finished)
 			occ_batch->slots[members[i].slot].xid = xid;

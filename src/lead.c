@@ -274,9 +274,8 @@ occ_lead_run(void *arg)
 	INSTR_TIME_SET_CURRENT(start);
 	for (int i = 0; i < lead->n; i++)
 		occ_lead_member(lead, i, locks);
-	if (lead->ran > 0)
-		occ_batch_set_body_usec(occ_elapsed_usec(start) / lead->ran);
-	occ_batch_seal(lead->members, lead->n);
+	occ_batch_seal(lead->members, lead->n,
+				   lead->ran > 0 ? occ_elapsed_usec(start) / lead->ran : 0);
 }
 
 /*

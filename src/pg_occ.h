@@ -504,10 +504,9 @@ extern bool occ_batch_note(OccBatchMember *m, OccBatchKind kind,
 						   const Jsonb *result, const ErrorData *edata);
 extern void occ_batch_slot_kind(OccBatchMember *m, OccBatchKind kind);
 extern void occ_batch_send_alone(OccBatchMember *m);
-extern void occ_batch_seal(OccBatchMember *members, int n);
+extern void occ_batch_seal(OccBatchMember *members, int n, double body_usec);
 extern void occ_batch_orphan(void);
 extern double occ_batch_body_usec(void);
-extern void occ_batch_set_body_usec(double usec);
 extern void occ_batch_publish(OccBatchMember *members, int n, bool committed,
 							  int batch_size, const ErrorData *edata,
 							  bool at_commit, int failed);

@@ -80,15 +80,6 @@ start() {
         -c "${CALL_SQL/WHO/$1}" "${@:2}"
 }
 
-# server_up: wait until the server accepts connections (after a crash)
-server_up() {
-    for _ in $(seq 1 600); do
-        psql -X -At -d "$DB" -c "SELECT 1" >/dev/null 2>&1 && return
-        sleep 0.1
-    done
-    fail "the server did not come back"
-}
-
 # standby SETTING: set synchronous_standby_names; for a name, wait until
 # it is in force (the checkpointer has read it): a commit with
 # synchronous_commit = on then waits for the standby (and is cancelled)
@@ -162,10 +153,11 @@ for point in own member commit; do
         case $how in
             cancel) sql "SELECT pg_cancel_backend($leader)" >/dev/null ;;
             terminate) sql "SELECT pg_terminate_backend($leader)" >/dev/null ;;
-            kill) kill -KILL "$leader" ;;
+            kill) restarts=$(cluster_restarts "$c")
+                  kill -KILL "$leader" ;;
         esac
         # let the bodies that run again go on, and the commits end
-        [ "$how" = kill ] && server_up
+        [ "$how" != kill ] || cluster_recovered "$c" "$restarts" || fail "the server did not come back"
         [ "$point" = commit ] && standby ''
         sql "SELECT setval('go', 1)" >/dev/null
 

@@ -12,6 +12,10 @@
 #   cluster_start DIR, cluster_stop DIR [MODE]   pg_ctl start / stop
 #   cluster_psql DIR [PSQL ARGS...]     psql as the superuser postgres
 #   cluster_log DIR                    the server's log file
+#   cluster_restarts DIR               how many crashes the server has
+#                                      reinitialised after
+#   cluster_recovered DIR N            wait until it has after more than N,
+#                                      and accepts connections again
 # Every cluster started is stopped (immediate) at exit by cluster_cleanup,
 # which the sourcing script calls from its EXIT trap.
 
@@ -42,6 +46,18 @@ cluster_init() {
 }
 
 cluster_log() { echo "$1/log"; }
+
+cluster_restarts() { grep -c "reinitializing" "$1/log" || true; }
+
+cluster_recovered() {
+    for _ in $(seq 1 300); do
+        [ "$(cluster_restarts "$1")" -gt "$2" ] &&
+            cluster_psql "$1" -d postgres -c "SELECT 1" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "cluster: the server in $1 did not come back after a crash" >&2
+    return 1
+}
 
 cluster_start() {
     local dir=$1
