@@ -262,7 +262,10 @@ occ_attempt_set_isolation(const OccRetrySpec *spec)
  *
  * before_commit, if not NULL, is called with arg after the body, before
  * the commit (a batch's leader runs the other calls' bodies there); its
- * errors fail the attempt.
+ * errors fail the attempt.  The body's deferred triggers then fire at its
+ * end, in its subtransaction, under its settings, as its commit's would
+ * (an error there is the body's, with its SQLSTATE), and not after the
+ * other bodies, whose effects they would see.
  */
 bool
 occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
@@ -296,6 +299,9 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 		if (*body == NULL)
 			*body = occ_body_open(spec->sql, spec->sql_hash, spec->nargs, spec->argtypes);
 		occ_attempt_statements(*body, spec->params, rows != NULL ? rows : None_Receiver);
+		/* a batch's leader: its deferred triggers fire before the others' bodies */
+		if (before_commit != NULL)
+			AfterTriggerFireDeferred();
 		if (rows != NULL)
 		{
 			/* before the commit: if it cannot be made, the attempt rolls back */

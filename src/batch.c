@@ -38,10 +38,27 @@
  * not, as for any transaction.)
  *
  * A follower that is cancelled while POSTED leaves with nothing done.
- * Once CLAIMED it waits, without interrupts, for the outcome: if its call
- * committed, it says so in a WARNING and returns the outcome, as a
- * cancelled wait for synchronous replication does; if not, the cancel is
- * raised.
+ * Once CLAIMED it waits for the outcome, holding cancels off (not
+ * terminations): if its call committed, it says so in a WARNING and
+ * returns the outcome, as a cancelled wait for synchronous replication
+ * does, the cancels that came meanwhile answered; a body's own error, in
+ * a batch that committed, is raised; otherwise the cancel is raised.  A
+ * follower that is terminated, or whose client has gone (it
+ * looks every OCC_BATCH_CLIENT_CHECK_MS while it waits), leaves its slot
+ * ABANDONED: its leader, which looks before its commit, rolls back the
+ * bodies it ran and runs the others again, so that no work commits for a
+ * caller that has gone (only the moment of COMMIT itself is in doubt, as
+ * for any transaction).
+ *
+ * Batches are taken only where they are equivalent to their calls run one
+ * after another: at SERIALIZABLE (the batch is serializable, and its calls
+ * are in a row within it) and READ COMMITTED (each statement sees what
+ * committed before it).  At REPEATABLE READ a call that sees the one
+ * before it in the batch would not see what committed since the batch's
+ * snapshot, which no snapshot of its own could give: such calls, calls on
+ * a hot standby (a batch there commits nothing) and calls whose parameters
+ * are anonymous records (their type is known only to their backend) run
+ * alone, as in queue mode.
  *
  * Calls and outcomes are bounded: a body and its parameters of more than
  * OCC_BATCH_REQUEST_BYTES, or a result or error of more than
@@ -53,6 +70,8 @@
 
 #include "access/transam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/condition_variable.h"
@@ -63,6 +82,7 @@
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/timeout.h"
 #include "utils/wait_event.h"
 
 #include "pg_occ.h"
@@ -70,6 +90,9 @@
 /* The most a call's request and its outcome may take in its slot */
 #define OCC_BATCH_REQUEST_BYTES 8192
 #define OCC_BATCH_OUTCOME_BYTES 8192
+
+/* How often a follower looks whether its client is still there, waiting */
+#define OCC_BATCH_CLIENT_CHECK_MS 100
 
 /*
  * The parts of an error that an outcome keeps, and the bytes each may take
@@ -118,6 +141,7 @@ typedef struct OccBatchSlot
 	uint64		seq;			/* place in the queue */
 	int			attempt;		/* the number of the attempt a leader runs */
 	bool		want_result;
+	TimestampTz deadline;		/* its statement_timeout's, or 0 */
 	int			leader_pid;
 	TransactionId xid;			/* the batch's, set before its commit */
 	int			batch_size;
@@ -223,14 +247,33 @@ occ_batch_signature(const OccRetrySpec *spec, uint64 fingerprint)
 							 sizeof(Oid) * spec->nargs, 1);
 	h ^= hash_bytes_extended((const unsigned char *) spec->isolation,
 							 strlen(spec->isolation), 2);
-	h ^= hash_bytes_extended((const unsigned char *) spec->retry_on,
-							 OCC_SQLSTATES_SIZE(spec->retry_on->n), 3);
+	for (int i = 0; i < spec->retry_on->n; i++)
+		h = hash_combine64(h, (uint64) spec->retry_on->items[i].code << 1 |
+						   spec->retry_on->items[i].is_class);
 	return h;
 }
 
 /*
+ * occ_type_is_local: are the values of type (through domains and arrays)
+ * anonymous records, which carry a typmod that only their own backend's
+ * registry of record types knows?  Another backend would read them as
+ * some other record type of its own.
+ */
+static bool
+occ_type_is_local(Oid type)
+{
+	Oid			base = getBaseType(type);
+	Oid			element = get_element_type(base);
+
+	if (OidIsValid(element))
+		base = getBaseType(element);
+	return base == RECORDOID || get_typtype(base) == TYPTYPE_PSEUDO;
+}
+
+/*
  * occ_batch_request: write the call's request (parameter types, body,
- * parameters) to buf; returns its length, or -1 if it does not fit
+ * parameters) to buf; returns its length, or -1 if it does not fit or
+ * cannot be read in another backend
  */
 static int
 occ_batch_request(const OccRetrySpec *spec, char *buf)
@@ -243,6 +286,8 @@ occ_batch_request(const OccRetrySpec *spec, char *buf)
 		int16		typlen;
 		bool		typbyval;
 
+		if (occ_type_is_local(spec->argtypes[i]))
+			return -1;
 		get_typlenbyval(spec->argtypes[i], &typlen, &typbyval);
 		need += datumEstimateSpace(spec->values[i], spec->nulls[i] == 'n',
 								   typbyval, typlen);
@@ -383,7 +428,9 @@ occ_slot_state(OccBatchSlot *slot)
 
 /*
  * occ_batch_sleep: sleep until the slot is no longer POSTED or CLAIMED (or
- * the timeout, microseconds if positive, ran out: returns false)
+ * the timeout, microseconds if positive, ran out: returns false), looking
+ * every OCC_BATCH_CLIENT_CHECK_MS whether the client is still there (if
+ * not, the session ends, and its leader leaves its call out)
  */
 static bool
 occ_batch_sleep(OccBatchSlot *slot, double timeout_usec)
@@ -396,26 +443,22 @@ occ_batch_sleep(OccBatchSlot *slot, double timeout_usec)
 	for (;;)
 	{
 		OccSlotState state = occ_slot_state(slot);
-		double		left;
+		double		left = OCC_BATCH_CLIENT_CHECK_MS * 1000.0;
 
 		if (state != OCC_SLOT_POSTED && state != OCC_SLOT_CLAIMED)
 			break;
-		if (timeout_usec <= 0)
+		if (timeout_usec > 0)
 		{
-			ConditionVariableSleep(&slot->cv, PG_WAIT_EXTENSION);
-			continue;
-		}
-		left = timeout_usec - occ_elapsed_usec(start);
-		if (left <= 0 ||
-			ConditionVariableTimedSleep(&slot->cv, (long) Max(left / 1000.0, 1.0),
-										PG_WAIT_EXTENSION))
-		{
-			if (occ_elapsed_usec(start) >= timeout_usec)
+			left = Min(left, timeout_usec - occ_elapsed_usec(start));
+			if (left <= 0)
 			{
 				ended = false;
 				break;
 			}
 		}
+		if (ConditionVariableTimedSleep(&slot->cv, (long) Max(left / 1000.0, 1.0),
+										PG_WAIT_EXTENSION))
+			occ_check_client();
 	}
 	ConditionVariableCancelSleep();
 	return ended;
@@ -552,14 +595,19 @@ occ_batch_conclude(OccBatchSlot *slot, OccBatchOutcome *out)
 /*
  * occ_batch_cancelled: the follower's wait was interrupted (edata): leave
  * the queue if no leader took the call; otherwise wait for the outcome,
- * without interrupts, and report it: a committed call is returned with a
- * WARNING that the cancel came too late, one that did not commit raises
- * the interrupt.
+ * holding cancels off (a termination, or the client gone, still ends the
+ * session, and the leader leaves the call out), and report it: a committed
+ * call is returned with a WARNING that the cancel came too late (the
+ * cancels that came meanwhile answered by it: processed after, they would
+ * report a failure of committed work); a body's own error, final in a batch
+ * that committed, is returned, for the call to raise; any other outcome
+ * raises the interrupt, nothing of the call having been done.
  */
 static OccBatchJoin
 occ_batch_cancelled(OccBatchSlot *slot, ErrorData *edata, OccBatchOutcome *out)
 {
 	OccBatchJoin join;
+	bool		ran;
 
 	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
 	if (slot->state == OCC_SLOT_POSTED)
@@ -573,21 +621,24 @@ occ_batch_cancelled(OccBatchSlot *slot, ErrorData *edata, OccBatchOutcome *out)
 	}
 	LWLockRelease(occ_batch->lock);
 
+	HOLD_CANCEL_INTERRUPTS();
 	ereport(WARNING,
 			(errmsg("%s: the call waits for the outcome of the batch that runs it", edata->message),
 			 errdetail("Process %d took the call into its batch transaction; the call reports whether it committed.",
 					   slot->leader_pid)));
-	HOLD_INTERRUPTS();
 	(void) occ_batch_sleep(slot, 0);
 	join = occ_batch_conclude(slot, out);
-	RESUME_INTERRUPTS();
-	if (join != OCC_BATCH_RAN || !out->committed)
+	ran = (join == OCC_BATCH_RAN && out->committed);
+	if (ran && out->edata == NULL)
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("%s came too late: the call had already run in a batch, which committed", edata->message),
+				 errdetail("Process %d ran the call's body in its batch transaction.", out->leader_pid),
+				 errhint("The call's outcome is returned as if it had not been interrupted.")));
+	QueryCancelPending = false;
+	RESUME_CANCEL_INTERRUPTS();
+	if (!ran)
 		ReThrowError(edata);
-	ereport(WARNING,
-			(errcode(edata->sqlerrcode),
-			 errmsg("%s came too late: the call had already run in a batch, which committed", edata->message),
-			 errdetail("Process %d ran the call's body in its batch transaction.", out->leader_pid),
-			 errhint("The call's outcome is returned as if it had not been interrupted.")));
 	return join;
 }
 
@@ -617,9 +668,11 @@ occ_batch_join(const OccRetrySpec *spec, uint64 key, uint64 signature, int attem
 	 * A session with temporary tables, or advisory locks of its own (a
 	 * body that takes them again would wait in the leader for this
 	 * follower, which waits for the leader, unseen by the deadlock
-	 * detector), runs alone
+	 * detector), runs alone; so do calls at REPEATABLE READ and on a hot
+	 * standby (see the file header)
 	 */
-	if (slot == NULL || occ_session_has_temp() || occ_user_locks_held(NULL, NULL, 0) > 0)
+	if (slot == NULL || occ_session_has_temp() || occ_user_locks_held(NULL, NULL, 0) > 0 ||
+		strcmp(spec->isolation, "repeatable read") == 0 || RecoveryInProgress())
 		return OCC_BATCH_JOIN_ALONE;
 
 	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
@@ -657,6 +710,8 @@ occ_batch_join(const OccRetrySpec *spec, uint64 key, uint64 signature, int attem
 	slot->signature = signature;
 	slot->attempt = attempt;
 	slot->want_result = want_result;
+	slot->deadline = get_timeout_active(STATEMENT_TIMEOUT) ?
+		get_timeout_finish_time(STATEMENT_TIMEOUT) : 0;
 	slot->xid = InvalidTransactionId;
 	slot->kind = OCC_BATCH_UNRUN;
 
@@ -756,6 +811,7 @@ occ_batch_claim(uint64 key, uint64 signature, int max, OccBatchMember *members)
 		members[i].pid = s->pid;
 		members[i].attempt = s->attempt;
 		members[i].want_result = s->want_result;
+		members[i].deadline = s->deadline;
 	}
 	LWLockRelease(occ_batch->lock);
 
@@ -832,16 +888,47 @@ occ_batch_finish(OccBatchMember *m)
 }
 
 /*
- * occ_batch_send_alone: member m cannot share the batch's transaction (its
- * body was rolled back): tell it now to run alone
+ * occ_batch_send: member m's outcome does not depend on the batch's: tell
+ * it now.  Its body was rolled back, or not run: it runs alone (ALONE),
+ * joins again (UNRUN), or decides by its own policy on its failure edata
+ * (FAILED).
  */
 void
-occ_batch_send_alone(OccBatchMember *m)
+occ_batch_send(OccBatchMember *m, OccBatchKind kind, const ErrorData *edata)
 {
-	occ_batch_slot_kind(m, OCC_BATCH_ALONE);
+	if (edata != NULL)
+		(void) occ_batch_note(m, kind, NULL, edata);
+	else
+		occ_batch_slot_kind(m, kind);
+	occ_batch->slots[m->slot].at_commit = false;
 	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
 	occ_batch_finish(m);
 	LWLockRelease(occ_batch->lock);
+}
+
+/*
+ * occ_batch_gone: before the commit, the members whose backend has gone
+ * (terminated, or its client lost) since they were taken: each is freed
+ * and finished (its body must not commit).  Returns how many.
+ */
+int
+occ_batch_gone(OccBatchMember *members, int n)
+{
+	int			gone = 0;
+
+	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < n; i++)
+	{
+		OccBatchSlot *s = &occ_batch->slots[members[i].slot];
+
+		if (members[i].finished ||
+			(s->state == OCC_SLOT_CLAIMED && s->pid == members[i].pid))
+			continue;
+		occ_batch_finish(&members[i]);
+		gone++;
+	}
+	LWLockRelease(occ_batch->lock);
+	return gone;
 }
 
 /*
@@ -885,13 +972,13 @@ occ_batch_seal(OccBatchMember *members, int n, double body_usec)
 /*
  * occ_batch_publish: the batch committed (committed) or was rolled back:
  * make every member's outcome final and wake it.  batch_size counts the
- * calls that committed together.  When rolled back, the member whose body
- * failed (failed, or -1) and, after a failure at COMMIT, every member that
- * ran, get the failure (edata); the others were not run.
+ * calls that committed together.  When rolled back after a failure at
+ * COMMIT that they share (at_commit), every member that ran gets the
+ * failure (edata); otherwise they were not run.
  */
 void
 occ_batch_publish(OccBatchMember *members, int n, bool committed, int batch_size,
-				  const ErrorData *edata, bool at_commit, int failed)
+				  const ErrorData *edata, bool at_commit)
 {
 	for (int i = 0; i < n; i++)
 	{
@@ -901,7 +988,7 @@ occ_batch_publish(OccBatchMember *members, int n, bool committed, int batch_size
 			continue;
 		if (!committed)
 		{
-			if (i == failed || (at_commit && m->kind != OCC_BATCH_UNRUN))
+			if (at_commit && m->kind != OCC_BATCH_UNRUN)
 				(void) occ_batch_note(m, OCC_BATCH_FAILED, NULL, edata);
 			else
 				occ_batch_slot_kind(m, OCC_BATCH_UNRUN);

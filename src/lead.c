@@ -15,31 +15,47 @@
  * Then the attempt commits once, and occ_lead_end tells every call its
  * outcome.
  *
- *	- A body's error that its call would not retry rolls back its
- *	  subtransaction only; its call gets the error, the others go on.  A
- *	  body's deferred triggers (constraints DEFERRABLE) fire at its end, as
- *	  they would at its own commit, so that they fail that body alone.
- *	- A retryable error (or a cancel of the leader) fails the batch: the
- *	  attempt rolls back; the call whose body failed gets the failure, the
- *	  others get nothing and join again.  A retryable failure at COMMIT is
- *	  every call's; another (the leader cancelled) the leader's alone.
- *	  Each call then decides by its own policy: no body runs twice after a
- *	  commit, since outcomes are told only after it.
- *	- A body that leaves something in the session (session.c) or changes
+ *	- A body's error rolls back its subtransaction only; the others go on.
+ *	  One of class 40 (transaction rollback) or that its call retries is
+ *	  told to its call at once, which decides by its own policy; another
+ *	  is its outcome if the batch commits (it may come from a body before
+ *	  it).  A body's deferred triggers (constraints DEFERRABLE) fire at its
+ *	  end, as they would at its own commit, so that they fail that body
+ *	  alone; the leader's fire at the end of its own body (attempt.c).
+ *	- Each body runs under its own caller's statement_timeout (which ends
+ *	  that body only); the leader's own is suspended meanwhile: the time
+ *	  others' bodies take is not its own.  Only a cancel of the leader
+ *	  (from ProcessInterrupts, not a body's RAISE of 57014) fails the
+ *	  batch: the attempt rolls back, the others get nothing and join again.
+ *	  A retryable failure at COMMIT is every call's; another (the leader
+ *	  cancelled) the leader's alone.  No body runs twice after a commit,
+ *	  since outcomes are told only after it.
+ *	- Before the commit, the leader looks whether every caller is still
+ *	  there: the bodies of one that has gone (terminated, client lost)
+ *	  must not commit, so the bodies of the others, which each ran in a
+ *	  subtransaction within one of them all, are rolled back and run
+ *	  again, without it.
+ *	- A body that leaves something in the session (session.c: settings,
+ *	  temporary tables, user locks, a cursor open) or changes
  *	  synchronous_commit for its transaction is rolled back and its call
- *	  runs alone; a result too large to hand over, too.
+ *	  runs alone; a result too large to hand over, too.  The leader's
+ *	  gate, if a body released it (pg_advisory_unlock_all()), is taken back.
  *	- A leader whose own body left something in its session, or wrote to a
- *	  foreign table, takes no one.
+ *	  foreign table, or that no longer holds its key's gate, takes no one.
+ *	- A batch runs bodies for about OCC_LEAD_BATCH_USEC: the calls taken
+ *	  that it has no time for join again, before the next leader's.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "commands/trigger.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "utils/memutils.h"
+#include "utils/portal.h"
 #include "utils/resowner.h"
+#include "utils/timeout.h"
 
 #include "pg_occ.h"
 
@@ -68,9 +84,11 @@ occ_lead_room(void)
 /*
  * occ_lead_begin: the leader's attempt begins (its isolation level set, no
  * snapshot yet): note what its session is like, to see what its own body
- * changes, and take the calls waiting behind it, now: each call began
- * before the batch's snapshot, which therefore sees whatever committed
- * before any of them began, as their own transactions would.
+ * changes, and take the calls waiting behind it (it holds its key's gate),
+ * now: each call began before the batch's snapshot, which
+ * therefore sees whatever committed before any of them began, as their own
+ * transactions would.  The transaction starts again after the taking, so
+ * that now() is for each call a time within it.
  */
 void
 occ_lead_begin(OccLead *lead, const OccRetrySpec *spec, OccBody **body, uint64 key)
@@ -81,20 +99,26 @@ occ_lead_begin(OccLead *lead, const OccRetrySpec *spec, OccBody **body, uint64 k
 	lead->key = key;
 	lead->fingerprint = occ_session_fingerprint();
 	lead->signature = occ_batch_signature(spec, lead->fingerprint);
-	lead->failed = -1;
 	lead->synchronous_commit = synchronous_commit;
+	if (occ_batch_max_calls > 1)
+	{
+		lead->members = palloc(sizeof(OccBatchMember) * (occ_batch_max_calls - 1));
+		lead->n = occ_batch_claim(key, lead->signature, occ_lead_room(), lead->members);
+		if (lead->n > 0)
+		{
+			SPI_commit();
+			occ_attempt_set_isolation(spec);	/* below the level of its settings */
+		}
+	}
+	lead->locks = occ_session_locks();
 	lead->settings = occ_session_settings_open();
-	if (occ_batch_max_calls <= 1)
-		return;
-	lead->members = palloc(sizeof(OccBatchMember) * (occ_batch_max_calls - 1));
-	lead->n = occ_batch_claim(key, lead->signature, occ_lead_room(), lead->members);
 }
 
 /* occ_lead_give_back: the calls taken go back to the queue, not run */
 static void
 occ_lead_give_back(OccLead *lead)
 {
-	occ_batch_publish(lead->members, lead->n, false, 1, NULL, false, -1);
+	occ_batch_publish(lead->members, lead->n, false, 1, NULL, false);
 	lead->n = 0;
 }
 
@@ -110,6 +134,20 @@ occ_commit_changed(const OccLead *lead)
 }
 
 /*
+ * occ_lead_left_nothing: has the body just run left nothing in the
+ * session that would have stayed in its own (a temporary table, user locks
+ * taken or released, a cursor open, a foreign table written to), nor
+ * changed how the transaction commits?
+ */
+static bool
+occ_lead_left_nothing(const OccLead *lead)
+{
+	return !occ_session_has_temp() && !occ_session_locks_changed(lead->locks) &&
+		ThereAreNoReadyPortals() && !occ_foreign_written_yet() &&
+		!occ_commit_changed(lead);
+}
+
+/*
  * occ_lead_shares: can the leader's transaction take others' calls?  Not
  * after its own body left something in its session, or changed how its
  * transaction commits.
@@ -118,13 +156,26 @@ static bool
 occ_lead_shares(OccLead *lead)
 {
 	return *lead->body != NULL && occ_body_shares(*lead->body) &&
-		!occ_foreign_written_yet() && !occ_session_has_temp() && !occ_commit_changed(lead);
+		occ_lead_left_nothing(lead);
 }
 
 /*
- * occ_lead_retryable: is this failure one that every call of the batch
- * shares?  A failure the calls retry (every member's retry_on is the
- * leader's), or any other of class 40 (transaction rollback).
+ * occ_lead_clean: a member's body was rolled back: what it left that its
+ * subtransaction's rollback does not undo goes too (session-level user
+ * locks taken, the leader's gate released), and its foreign writes no
+ * longer count
+ */
+static void
+occ_lead_clean(OccLead *lead)
+{
+	occ_session_locks_restore(lead->locks);
+	occ_foreign_watch();
+}
+
+/*
+ * occ_lead_retryable: is this failure one that its call, as every call of
+ * the batch, retries (every member's retry_on is the leader's), or any
+ * other of class 40 (transaction rollback)?
  */
 static bool
 occ_lead_retryable(const OccLead *lead, const ErrorData *edata)
@@ -134,18 +185,31 @@ occ_lead_retryable(const OccLead *lead, const ErrorData *edata)
 }
 
 /*
- * occ_lead_fails_batch: does this error of a member's body fail the whole
- * batch?  A retryable one, and a cancel or statement_timeout of the leader.
+ * occ_lead_timed_out: has member m's statement_timeout run out?  Its own
+ * backend raises it; its body, if it ran, was ended by it.
  */
 static bool
-occ_lead_fails_batch(const OccLead *lead, const ErrorData *edata)
+occ_lead_timed_out(const OccBatchMember *m)
 {
-	return occ_lead_retryable(lead, edata) || edata->sqlerrcode == ERRCODE_QUERY_CANCELED;
+	return m->deadline != 0 && GetCurrentTimestamp() >= m->deadline;
+}
+
+/*
+ * occ_lead_cancelled: is edata the leader's cancel (pg_cancel_backend, or
+ * a member's statement_timeout, which arms the leader's timer)?  Raised by
+ * ProcessInterrupts, not by a body that raises 57014 itself.
+ */
+static bool
+occ_lead_cancelled(const ErrorData *edata)
+{
+	return edata->sqlerrcode == ERRCODE_QUERY_CANCELED && edata->funcname != NULL &&
+		strcmp(edata->funcname, "ProcessInterrupts") == 0;
 }
 
 /*
  * occ_lead_member_body: run member m's body, in the subtransaction begun by
- * the caller; returns its result (NULL when it wants none or has none)
+ * the caller, under m's statement_timeout; returns its result (NULL when it
+ * wants none or has none)
  */
 static Jsonb *
 occ_lead_member_body(OccLead *lead, OccBatchMember *m, MemoryContext cxt)
@@ -153,8 +217,17 @@ occ_lead_member_body(OccLead *lead, OccBatchMember *m, MemoryContext cxt)
 	DestReceiver *rows = m->want_result ? occ_result_receiver(cxt) : NULL;
 	Jsonb	   *result = NULL;
 
+	if (m->deadline != 0)
+		enable_timeout_at(STATEMENT_TIMEOUT, m->deadline);
 	occ_attempt_body(*lead->body, m->params, m->attempt,
 					 rows != NULL ? rows : None_Receiver);
+	if (m->deadline != 0)
+	{
+		disable_timeout(STATEMENT_TIMEOUT, false);
+		/* it ran out as the body ended: the body stands, no one is cancelled */
+		if (get_timeout_indicator(STATEMENT_TIMEOUT, true))
+			QueryCancelPending = false;
+	}
 	if (rows != NULL)
 	{
 		MemoryContextSwitchTo(cxt);
@@ -165,13 +238,33 @@ occ_lead_member_body(OccLead *lead, OccBatchMember *m, MemoryContext cxt)
 }
 
 /*
+ * occ_lead_member_failed: member m's body failed with edata (rolled back):
+ * a failure its call retries or of class 40, or its statement_timeout, is
+ * told at once; another error is its outcome if the batch commits.  The
+ * leader's cancel fails the batch: it is rethrown.
+ */
+static void
+occ_lead_member_failed(OccLead *lead, OccBatchMember *m, ErrorData *edata)
+{
+	bool		timed_out = occ_lead_timed_out(m);
+
+	if (m->deadline != 0)
+		disable_timeout(STATEMENT_TIMEOUT, false);
+	if (occ_lead_cancelled(edata) && !timed_out)
+		ReThrowError(edata);
+	if (timed_out || occ_lead_retryable(lead, edata))
+		occ_batch_send(m, OCC_BATCH_FAILED, edata);
+	else
+		(void) occ_batch_note(m, OCC_BATCH_ERROR, NULL, edata);
+}
+
+/*
  * occ_lead_member: run member m's body in a subtransaction of its own and
  * note its outcome (see the file header)
  */
 static void
-occ_lead_member(OccLead *lead, int i, const OccSessionLocks *locks)
+occ_lead_member(OccLead *lead, OccBatchMember *m)
 {
-	OccBatchMember *m = &lead->members[i];
 	const OccRetrySpec *spec = lead->spec;
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -181,7 +274,12 @@ occ_lead_member(OccLead *lead, int i, const OccSessionLocks *locks)
 	if (strcmp(m->sql, spec->sql) != 0 || m->nargs != spec->nargs ||
 		memcmp(m->argtypes, spec->argtypes, sizeof(Oid) * spec->nargs) != 0)
 	{
-		occ_batch_send_alone(m);	/* a hash collision */
+		occ_batch_send(m, OCC_BATCH_ALONE, NULL);	/* a hash collision */
+		return;
+	}
+	if (occ_lead_timed_out(m))
+	{
+		occ_batch_send(m, OCC_BATCH_UNRUN, NULL);	/* its caller raises it */
 		return;
 	}
 	BeginInternalSubTransaction(NULL);
@@ -195,8 +293,7 @@ occ_lead_member(OccLead *lead, int i, const OccSessionLocks *locks)
 		/* (the level, left open when the commit changed, goes with the subtransaction) */
 		alone = occ_commit_changed(lead) ||
 			!occ_session_settings_close(level, lead->fingerprint, true) ||
-			occ_session_has_temp() || occ_session_locks_changed(locks) ||
-			occ_foreign_written_yet() ||
+			!occ_lead_left_nothing(lead) ||
 			!occ_batch_note(m, OCC_BATCH_COMMITTED, result, NULL);
 		in_subxact = false;
 		if (alone)
@@ -217,26 +314,109 @@ occ_lead_member(OccLead *lead, int i, const OccSessionLocks *locks)
 			RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
-		occ_session_locks_restore(locks);
-		if (occ_lead_fails_batch(lead, edata))
-		{
-			/* a cancel is the leader's, not the member's failure */
-			if (edata->sqlerrcode != ERRCODE_QUERY_CANCELED)
-				lead->failed = i;
-			ReThrowError(edata);
-		}
-		(void) occ_batch_note(m, OCC_BATCH_ERROR, NULL, edata);
+		occ_lead_clean(lead);
+		occ_lead_member_failed(lead, m, edata);
 		FreeErrorData(edata);
 		return;
 	}
 	PG_END_TRY();
 	if (alone)
 	{
-		occ_session_locks_restore(locks);
-		occ_batch_send_alone(m);
+		occ_lead_clean(lead);
+		occ_batch_send(m, OCC_BATCH_ALONE, NULL);
 	}
 	else
 		lead->ran++;
+}
+
+/*
+ * occ_lead_bodies: run the bodies of the members not told yet, for about
+ * OCC_LEAD_BATCH_USEC (the others join again), the leader's own
+ * statement_timeout suspended meanwhile
+ */
+static void
+occ_lead_bodies(OccLead *lead)
+{
+	TimestampTz own = get_timeout_active(STATEMENT_TIMEOUT) ?
+		get_timeout_finish_time(STATEMENT_TIMEOUT) : 0;
+	TimestampTz from = GetCurrentTimestamp();
+	instr_time	start;
+
+	if (own != 0)
+		disable_timeout(STATEMENT_TIMEOUT, false);
+	INSTR_TIME_SET_CURRENT(start);
+	PG_TRY();
+	{
+		for (int i = 0; i < lead->n; i++)
+		{
+			OccBatchMember *m = &lead->members[i];
+
+			if (m->finished)
+				continue;
+			if (lead->ran > 0 && occ_elapsed_usec(start) > OCC_LEAD_BATCH_USEC)
+				occ_batch_send(m, OCC_BATCH_UNRUN, NULL);
+			else
+				occ_lead_member(lead, m);
+		}
+	}
+	PG_FINALLY();
+	{
+		if (own != 0)
+			enable_timeout_at(STATEMENT_TIMEOUT, own + (GetCurrentTimestamp() - from));
+	}
+	PG_END_TRY();
+}
+
+/*
+ * occ_lead_members: run the members' bodies within a subtransaction of
+ * them all, and again without the callers that have gone meanwhile, until
+ * every caller whose body ran is still there (errors that fail the batch
+ * throw)
+ */
+static void
+occ_lead_members(OccLead *lead)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+
+	for (;;)
+	{
+		bool		gone;
+
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(cxt);
+		PG_TRY();
+		{
+			occ_lead_bodies(lead);
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(cxt);
+			CurrentResourceOwner = owner;
+			ReThrowError(edata);
+		}
+		PG_END_TRY();
+		gone = occ_batch_gone(lead->members, lead->n) > 0;
+		if (gone)
+			RollbackAndReleaseCurrentSubTransaction();
+		else
+			ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (!gone)
+			return;
+		occ_lead_clean(lead);
+		lead->ran = 0;
+		for (int i = 0; i < lead->n; i++)
+			if (!lead->members[i].finished)
+				occ_batch_slot_kind(&lead->members[i], OCC_BATCH_UNRUN);
+	}
 }
 
 /*
@@ -247,7 +427,6 @@ void
 occ_lead_run(void *arg)
 {
 	OccLead    *lead = (OccLead *) arg;
-	OccSessionLocks *locks;
 	instr_time	start;
 
 	/*
@@ -268,12 +447,8 @@ occ_lead_run(void *arg)
 		occ_lead_give_back(lead);
 		return;
 	}
-	/* the leader's deferred triggers fire before the next body, as its commit's */
-	AfterTriggerFireDeferred();
-	locks = occ_session_locks();
 	INSTR_TIME_SET_CURRENT(start);
-	for (int i = 0; i < lead->n; i++)
-		occ_lead_member(lead, i, locks);
+	occ_lead_members(lead);
 	occ_batch_seal(lead->members, lead->n,
 				   lead->ran > 0 ? occ_elapsed_usec(start) / lead->ran : 0);
 }
@@ -298,8 +473,7 @@ occ_lead_end(OccLead *lead, bool committed, const OccAttemptFailure *failure)
 	occ_batch_publish(lead->members, lead->n, committed, size,
 					  committed ? NULL : failure->edata,
 					  !committed && failure->at_commit &&
-					  occ_lead_retryable(lead, failure->edata),
-					  lead->failed);
+					  occ_lead_retryable(lead, failure->edata));
 	lead->n = 0;
 	return size;
 }

@@ -25,7 +25,7 @@
  *		temperature.c	which keys are hot,
  *		budget.c		the server-wide retry budget,
  *		backoff.c		the delays (and occ.backoff()),
- *	  sleep.c		sleeping between attempts,
+ *	  sleep.c		sleeping between attempts, checking the client,
  *	  stats.c		occ.stats and occ.last_retry();
  *	client.c		the application's own transactions that SET LOCAL
  *					occ.key, which uses the policy's admission, gate.c,
@@ -259,6 +259,7 @@ extern double occ_random_draw(void);
 
 /* sleep.c */
 extern void occ_sleep_usec(double usec);
+extern void occ_check_client(void);
 
 /* plan_cache.c */
 extern OccBody *occ_body_open(const char *sql, uint64 sql_hash, int nargs,
@@ -480,6 +481,7 @@ typedef struct OccBatchMember
 	int			pid;
 	int			attempt;		/* the attempt number it runs as */
 	bool		want_result;
+	TimestampTz deadline;		/* its statement_timeout's, or 0 */
 	char	   *sql;
 	int			nargs;
 	Oid		   *argtypes;
@@ -503,13 +505,15 @@ extern int	occ_batch_claim(uint64 key, uint64 signature, int max,
 extern bool occ_batch_note(OccBatchMember *m, OccBatchKind kind,
 						   const Jsonb *result, const ErrorData *edata);
 extern void occ_batch_slot_kind(OccBatchMember *m, OccBatchKind kind);
-extern void occ_batch_send_alone(OccBatchMember *m);
+extern void occ_batch_send(OccBatchMember *m, OccBatchKind kind,
+						   const ErrorData *edata);
+extern int	occ_batch_gone(OccBatchMember *members, int n);
 extern void occ_batch_seal(OccBatchMember *members, int n, double body_usec);
 extern void occ_batch_orphan(void);
 extern double occ_batch_body_usec(void);
 extern void occ_batch_publish(OccBatchMember *members, int n, bool committed,
 							  int batch_size, const ErrorData *edata,
-							  bool at_commit, int failed);
+							  bool at_commit);
 
 /* lead.c: the leader of a batch */
 typedef struct OccLead
@@ -521,10 +525,10 @@ typedef struct OccLead
 	int			settings;		/* the level of settings of its own body */
 	int			synchronous_commit; /* at the attempt's start */
 	uint64		signature;
+	OccSessionLocks *locks;		/* its user locks (its gate) at the start */
 	OccBatchMember *members;	/* the calls taken, in the attempt's memory */
 	int			n;
 	int			ran;			/* members whose bodies are in the batch */
-	int			failed;			/* the member whose body failed it, or -1 */
 } OccLead;
 
 extern void occ_lead_begin(OccLead *lead, const OccRetrySpec *spec,

@@ -30,19 +30,11 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
 #include "pg_occ.h"
-
-/*
- * From libpq/libpq.h, which we cannot include: it includes libpq-be.h,
- * which needs the GSSAPI headers on servers built with GSSAPI (Debian's),
- * and the server's development package does not install them.
- */
-extern bool pq_check_connection(void);
 
 PG_FUNCTION_INFO_V1(occ_retry);
 PG_FUNCTION_INFO_V1(occ_attempt);
@@ -112,25 +104,6 @@ occ_give_up(ErrorData *edata, const OccDecision *d)
 		psprintf("%s\nocc.retry %s.", edata->detail, d->why) :
 		psprintf("occ.retry %s.", d->why);
 	ReThrowError(edata);
-}
-
-/*
- * occ_check_client: before each wait, sleep and attempt: if the client has
- * gone (a killed application, a pooler's query_timeout), end the session as
- * PostgreSQL does when it finds that out, with FATAL "connection to client
- * lost", rather than commit work whose outcome no one will hear of and that
- * the client may already have reported as failed.  A wait or sleep itself
- * ends when the client goes only with client_connection_check_interval.
- */
-static void
-occ_check_client(void)
-{
-	if (whereToSendOutput == DestRemote && !pq_check_connection())
-	{
-		ClientConnectionLost = true;
-		InterruptPending = true;
-		CHECK_FOR_INTERRUPTS();
-	}
 }
 
 /*
@@ -295,6 +268,19 @@ occ_handed_outcome(OccCall *call, Jsonb **rows, OccAttemptFailure *failure)
 }
 
 /*
+ * occ_lead_gated: does the call that leads its key's batches still hold
+ * that key's gate, and that one only?
+ */
+static bool
+occ_lead_gated(OccCall *call)
+{
+	OccGates   *gates = call->policy.gates;
+
+	return gates != NULL && occ_gates_count(gates) == 1 &&
+		occ_gates_key(gates, 0) == call->lead_key && occ_gates_held(gates);
+}
+
+/*
  * occ_next_attempt: run the call's next attempt: as a batch's leader runs it
  * (handed over), as the leader of its key's batch, or alone
  */
@@ -306,6 +292,12 @@ occ_next_attempt(OccCall *call, MemoryContext attemptcxt, Jsonb **rows,
 
 	if (call->handed)
 		return occ_handed_outcome(call, rows, failure);
+	if (call->leading && !occ_lead_gated(call))
+	{
+		/* its key cooled, or its gate is gone: the next call in line leads */
+		occ_batch_leave();
+		call->leading = false;
+	}
 	if (!call->leading)
 		return occ_attempt_run(&call->spec, call->result.attempts, &call->body,
 							   attemptcxt, rows, failure, NULL, NULL);

@@ -228,13 +228,18 @@ occ_session_locks_changed(const OccSessionLocks *before)
 /*
  * occ_session_locks_restore: after a rolled-back subtransaction (which
  * released its transaction-level locks), release the session-level user
- * locks taken since before: an advisory lock that another session's body
- * took in this one
+ * locks taken since before (an advisory lock that another session's body
+ * took in this one), and take back, without waiting, those held before
+ * and released since (the leader's gate, by a body's
+ * pg_advisory_unlock_all()): if another call has it meanwhile, the batch
+ * goes on without it, the gate being an order of waiting, not a lock on
+ * data
  */
 void
 occ_session_locks_restore(const OccSessionLocks *before)
 {
 	OccSessionLocks now;
+	int			nbefore = Min(before->n, OCC_SESSION_LOCKS_MAX);
 
 	now.n = Min(occ_user_locks_held(now.tags, now.masks, OCC_SESSION_LOCKS_MAX),
 				OCC_SESSION_LOCKS_MAX);
@@ -242,10 +247,15 @@ occ_session_locks_restore(const OccSessionLocks *before)
 	{
 		bool		known = false;
 
-		for (int j = 0; j < Min(before->n, OCC_SESSION_LOCKS_MAX) && !known; j++)
+		for (int j = 0; j < nbefore && !known; j++)
 			known = memcmp(&now.tags[i], &before->tags[j], sizeof(LOCKTAG)) == 0;
 		for (LOCKMODE mode = 1; !known && mode <= MaxLockMode; mode++)
 			if (now.masks[i] & LOCKBIT_ON(mode))
 				LockRelease(&now.tags[i], mode, true);
 	}
+	for (int j = 0; j < nbefore; j++)
+		for (LOCKMODE mode = 1; mode <= MaxLockMode; mode++)
+			if ((before->masks[j] & LOCKBIT_ON(mode)) &&
+				!occ_lock_held_by_me(&before->tags[j], mode))
+				(void) LockAcquire(&before->tags[j], mode, true, true);
 }

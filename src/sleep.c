@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * sleep.c
- *		An interruptible sleep with microsecond resolution.
+ *		An interruptible sleep with microsecond resolution, and the check
+ *		of the client before and during every wait.
  *
  * pg_sleep() waits on the latch with millisecond timeouts, so a 200 us
  * backoff would become 1 ms, five times too long.  We wait on the latch for
@@ -23,10 +24,18 @@
 
 #include "miscadmin.h"
 #include "portability/instr_time.h"
+#include "tcop/tcopprot.h"
 #include "storage/latch.h"
 #include "utils/wait_event.h"
 
 #include "pg_occ.h"
+
+/*
+ * From libpq/libpq.h, which we cannot include: it includes libpq-be.h,
+ * which needs the GSSAPI headers on servers built with GSSAPI (Debian's),
+ * and the server's development package does not install them.
+ */
+extern bool pq_check_connection(void);
 
 /* Longest single latch wait, in milliseconds: one hour, far below INT_MAX */
 #define OCC_SLEEP_SLICE_MS 3600000L
@@ -67,5 +76,26 @@ occ_sleep_usec(double usec)
 			pg_usleep((long) remaining);
 			pgstat_report_wait_end();
 		}
+	}
+}
+
+/*
+ * occ_check_client: before each wait, sleep and attempt, and now and then
+ * during a batch's wait: if the client has gone (a killed application, a
+ * pooler's query_timeout), end the session as PostgreSQL does when it
+ * finds that out, with FATAL "connection to client lost", rather than
+ * commit work whose outcome no one will hear of and that the client may
+ * already have reported as failed.  A wait or sleep itself ends when the
+ * client goes only with client_connection_check_interval.  Cancels held
+ * off (a follower that waits for its outcome) do not hold this off.
+ */
+void
+occ_check_client(void)
+{
+	if (whereToSendOutput == DestRemote && !pq_check_connection())
+	{
+		ClientConnectionLost = true;
+		InterruptPending = true;
+		CHECK_FOR_INTERRUPTS();
 	}
 }

@@ -70,7 +70,7 @@ CALL_SQL="CALL occ.retry('SELECT conflict_until_gated();
                         INSERT INTO log VALUES (\$1);
                         UPDATE counter SET n = n + 1;
                         SELECT pause(\$1)', NULL::jsonb, params => row('WHO'),
-                       isolation => 'repeatable read', contention => 'batch', key => 'k');"
+                       isolation => 'serializable', contention => 'batch', key => 'k');"
 
 # start WHO [PSQL_ARGS...]: a caller named WHO, in the background (its
 # commits wait for the synchronous standby while synchronous_standby_names

@@ -7,7 +7,9 @@
 # CONTENTION=queue runs the calls in queue mode (each call queues on the
 # row's gate); then occ.stats must also show queued calls.  CONTENTION=batch
 # runs them in batch mode (each body's SET LOCAL is undone before the next
-# body of its batch); occ.stats must show calls that ran in batches.
+# body of its batch); occ.stats must show calls that ran in batches.  The
+# calls run at REPEATABLE READ, except in batch mode, which batches only at
+# SERIALIZABLE (and READ COMMITTED): there they run at SERIALIZABLE.
 #
 # Runs against the server in PG* (test/run.sh starts one); needs pg_occ
 # preloaded for the statistics part.
@@ -16,6 +18,8 @@ set -euo pipefail
 CLIENTS=${CLIENTS:-32}
 CALLS_PER_CLIENT=${CALLS_PER_CLIENT:-100}
 CONTENTION=${CONTENTION:-backoff}
+ISOLATION="repeatable read"
+[ "$CONTENTION" != batch ] || ISOLATION=serializable
 DB=occ_stress
 
 fail() { echo "stress: FAIL: $*" >&2; exit 1; }
@@ -31,11 +35,11 @@ trap 'rm -f "$script"' EXIT
 cat > "$script" <<'SQL'
 CALL occ.retry('SELECT set_config(''stress.v'', v::text, true) FROM hot WHERE id = 1;
                 UPDATE hot SET v = current_setting(''stress.v'')::bigint + 1 WHERE id = 1',
-               isolation => 'repeatable read', max_attempts => 20, base => '100us', cap => '20ms',
+               isolation => ':isolation', max_attempts => 20, base => '100us', cap => '20ms',
                contention => ':contention');
 SQL
 
-out=$(pgbench -n -d "$DB" -c "$CLIENTS" -j 2 -t "$CALLS_PER_CLIENT" -D contention="$CONTENTION" -f "$script" 2>&1) || true
+out=$(pgbench -n -d "$DB" -c "$CLIENTS" -j 2 -t "$CALLS_PER_CLIENT" -D contention="$CONTENTION" -D isolation="$ISOLATION" -f "$script" 2>&1) || true
 processed=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
 failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")
 [ -n "$processed" ] || fail "pgbench did not run: $out"
