@@ -26,7 +26,10 @@
 # After each case the counter equals the rows and no gate is held.  Then a
 # follower cancelled mid-batch, whose batch fails, reports its cancel and
 # leaves nothing; one whose own body then fails reports its error, and its
-# session still takes a cancel; and a new batch runs.  States are reached by polling, never by sleeping a set time.
+# session still takes a cancel; a follower whose caller goes mid-batch
+# (terminated, its client killed, terminated after a cancel) commits
+# nothing, and the others commit once; one cancelled again and again
+# reports its committed outcome; and a new batch runs.  States are reached by polling, never by sleeping a set time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=test/cluster.sh
@@ -230,6 +233,70 @@ committed f2 "$(ended f2)"
 ended L >/dev/null
 [ "$(rows)" = "L,f2 n=2" ] || fail "a cancelled follower whose body failed: rows $(rows)"
 echo "batch_kill: a follower cancelled mid-batch whose body failed reported its error, and took the next cancel"
+
+# a follower whose caller goes while its body runs in the leader (f1, in
+# its body; f2, taken and waiting, after a cancel): terminated, or its
+# client killed (SIGKILL of its psql).  Nothing of its call commits: the
+# leader, before its commit, rolls back the bodies it ran and runs the
+# others again; the others commit once each.  A follower cancelled after it
+# was taken still ends at once when it is terminated (queue mode ends in
+# well under a second).  A follower cancelled again and again while its
+# body runs reports its committed outcome, not a cancel.
+for case in terminate client-kill twice-cancelled cancelled-terminated; do
+    sql "TRUNCATE log, pause_in; UPDATE counter SET n = 0;
+         SELECT setval('go', 1, false), setval('reached', 1, false);
+         INSERT INTO pause_in VALUES ('f1')" >/dev/null
+    queue_batch
+    point_reached member
+    gone=f1
+    case $case in
+        terminate)
+            sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'f1'" >/dev/null ;;
+        client-kill)
+            kill -KILL "${client_pid[f1]}" ;;
+        twice-cancelled)
+            gone=
+            cancel_taken f1
+            for _ in 1 2 3; do
+                sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'f1'" >/dev/null
+                sleep 0.1
+            done ;;
+        cancelled-terminated)
+            gone=f2
+            cancel_taken f2
+            sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'f2'" >/dev/null ;;
+    esac
+    if [ -n "$gone" ]; then
+        # the backend has gone (a terminated one at once, a follower whose
+        # client was killed within its client check), the leader still paused
+        for i in $(seq 1 40); do
+            [ -n "$(sql "SELECT pid FROM pg_stat_activity WHERE application_name = '$gone'")" ] || break
+            [ "$i" -lt 40 ] || fail "$case: $gone's backend did not end within 2 s, its leader paused"
+            sleep 0.05
+        done
+    fi
+    sql "SELECT setval('go', 1)" >/dev/null
+    committed L "$(ended L)"
+    out_1=$(ended f1)
+    out_2=$(ended f2)
+    case $case in
+        twice-cancelled)
+            want="L,f1,f2 n=3"
+            grep -q "came too late" <<<"$out_1" && ! grep -q "ERROR" <<<"$out_1" ||
+                fail "$case: f1 did not report its committed outcome: $out_1"
+            committed f2 "$out_2" ;;
+        cancelled-terminated)
+            want="L,f1 n=2"
+            committed f1 "$out_1" ;;
+        *)
+            want="L,f2 n=2"
+            committed f2 "$out_2" ;;
+    esac
+    [ "$(rows)" = "$want" ] || fail "$case: rows $(rows), expected $want (f1: $out_1; f2: $out_2)"
+    [ "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 20291")" = 0 ] ||
+        fail "$case: a gate is still held"
+    echo "batch_kill: a follower $case mid-batch: rows $(rows)"
+done
 
 # the queue still works after all that: a batch of three commits
 sql "TRUNCATE log, pause_in; UPDATE counter SET n = 0" >/dev/null
