@@ -18,7 +18,9 @@
 #     - pgTAP (test/tap/) with pg_prove,
 #     - the stress check (test/stress.sh) in backoff, queue and batch mode,
 #       batch mode's checks with real sessions (test/batch.sh: outcomes,
-#       cancels, a terminated leader, session state) and under a storm of
+#       cancels, a terminated leader, session state; test/batch_contract.sh:
+#       each caller's records, isolation, failures, limits, leftovers and
+#       what differs) and under a storm of
 #       cancels and terminations (test/batch_storm.sh), the
 #       interrupt checks of a sleeping and of a queued call, of one that
 #       makes a large result, and of a transaction queued by SET LOCAL
@@ -84,6 +86,7 @@ in_cluster() {
     CONTENTION=queue CLIENTS=96 test/stress.sh
     CONTENTION=batch CLIENTS=64 test/stress.sh
     test/batch.sh
+    test/batch_contract.sh
     test/batch_storm.sh
     test/interrupt.sh
     test/interrupt_queue.sh

@@ -1,7 +1,10 @@
 #!/bin/bash
 # occ.retry on a hot standby: the default isolation level (serializable) is
 # refused before the first attempt with 0A000 and a hint that names
-# occ.isolation; repeatable read works, for reads.
+# occ.isolation; repeatable read works, for reads; batch mode's calls,
+# queued on a hot key (they fail until they hold its gate), run alone, as in
+# queue mode: a batch there would commit nothing, and could not take a
+# transaction id to say so.
 #
 # Runs in the cluster of test/run.sh's in_cluster (PG* set by pg_virtualenv,
 # as root): makes a standby of it with pg_basebackup in a temporary
@@ -26,7 +29,14 @@ trap cleanup EXIT
 
 dropdb --if-exists "$DB" 2>/dev/null; createdb "$DB"
 psql -X -q -v ON_ERROR_STOP=1 -d "$DB" -c "CREATE EXTENSION pg_occ;
-    CREATE TABLE t (v int); INSERT INTO t VALUES (1), (2);"
+    CREATE TABLE t (v int); INSERT INTO t VALUES (1), (2);
+    CREATE FUNCTION conflict_until_gated() RETURNS void LANGUAGE plpgsql AS
+    \$\$ BEGIN
+      IF NOT EXISTS (SELECT FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'
+                     AND objsubid = 20291 AND granted) THEN
+        RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
+      END IF;
+    END \$\$;"
 
 # the standby: a base backup with standby.signal and primary_conninfo (-R)
 pg_basebackup -D "$DIR/data" -R -X stream -c fast
@@ -72,5 +82,20 @@ out=$(sby -c "SET occ.isolation = 'repeatable read'" -c "CALL occ.retry('SELECT 
           -c "SELECT outcome FROM occ.last_retry()")
 [ "$out" = "committed" ] || fail "occ.isolation = 'repeatable read' on a standby: $out"
 echo "standby: repeatable read commits"
+
+# batch mode: concurrent calls on one key queue, and run alone (at read
+# committed, which batch mode would otherwise batch)
+script=$DIR/batch.sql
+echo "CALL occ.retry('SELECT conflict_until_gated(); SELECT count(*) FROM t', isolation => 'read committed',
+                    contention => 'batch', key => 'k');" >"$script"
+chmod 644 "$script"
+out=$(runuser -u postgres -- pgbench -n -h "$SOCK" -p "$PORT" -U postgres -c 8 -j 2 -t 25 -f "$script" "$DB" 2>&1) ||
+    fail "batch mode on a standby: $out"
+grep -q "number of failed transactions: 0 " <<<"$out" || ! grep -q "number of failed" <<<"$out" ||
+    fail "batch mode on a standby: calls failed: $out"
+grep -q "actually processed: 200/200" <<<"$out" || fail "batch mode on a standby: $out"
+out=$(sby -c "SELECT calls, commits, queued, batched FROM occ.stats WHERE query LIKE '%conflict_until_gated%'")
+[ "$out" = "200|200|200|0" ] || fail "batch mode on a standby: occ.stats (calls, commits, queued, batched) $out"
+echo "standby: batch mode's calls queued and ran alone"
 
 echo "standby: ok"
