@@ -25,7 +25,9 @@
  * through no foreign table (dblink, PL/Proxy and the like) cannot be seen.
  *
  * The hooks are installed when the library is loaded, preloaded or not, and
- * cost a test of one flag outside attempts.
+ * cost a test of one flag outside attempts.  The ProcessUtility hook also
+ * tells session.c of every utility statement (what a body leaves in its
+ * session, for batch mode), the module having one such hook.
  *
  *-------------------------------------------------------------------------
  */
@@ -149,6 +151,7 @@ occ_foreign_process_utility(PlannedStmt *pstmt, const char *queryString,
 {
 	Node	   *stmt = pstmt->utilityStmt;
 
+	occ_session_note_utility(stmt);
 	if (occ_prev_process_utility)
 		occ_prev_process_utility(pstmt, queryString, readOnlyTree, context,
 								 params, queryEnv, dest, qc);

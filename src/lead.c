@@ -112,6 +112,7 @@ occ_lead_begin(OccLead *lead, const OccRetrySpec *spec, OccBody **body, uint64 k
 	}
 	lead->locks = occ_session_locks();
 	lead->settings = occ_session_settings_open();
+	occ_session_utility_reset(true);
 }
 
 /* occ_lead_give_back: the calls taken go back to the queue, not run */
@@ -136,15 +137,16 @@ occ_commit_changed(const OccLead *lead)
 /*
  * occ_lead_left_nothing: has the body just run left nothing in the
  * session that would have stayed in its own (a temporary table, user locks
- * taken or released, a cursor open, a foreign table written to), nor
- * changed how the transaction commits?
+ * taken or released, a cursor open, a LISTEN, a prepared statement and the
+ * like, a foreign table written to), sent no NOTIFY that another body sent
+ * already, nor changed how the transaction commits?
  */
 static bool
 occ_lead_left_nothing(const OccLead *lead)
 {
 	return !occ_session_has_temp() && !occ_session_locks_changed(lead->locks) &&
-		ThereAreNoReadyPortals() && !occ_foreign_written_yet() &&
-		!occ_commit_changed(lead);
+		ThereAreNoReadyPortals() && !occ_session_utility_kept() &&
+		!occ_foreign_written_yet() && !occ_commit_changed(lead);
 }
 
 /*
@@ -285,6 +287,7 @@ occ_lead_member(OccLead *lead, OccBatchMember *m)
 	BeginInternalSubTransaction(NULL);
 	in_subxact = true;
 	MemoryContextSwitchTo(cxt);
+	occ_session_utility_reset(false);
 	PG_TRY();
 	{
 		int			level = occ_session_settings_open();

@@ -121,38 +121,6 @@ occ_check_stmt(Node *stmt, int location)
 }
 
 /*
- * occ_keeps_session_state: does this statement leave something in the
- * session beyond its transaction (a prepared statement, a cursor WITH
- * HOLD, LISTEN, a SET without LOCAL, ...), or use what the session holds
- * (EXECUTE a prepared statement, FETCH, MOVE or CLOSE a cursor)?  Such a
- * body cannot run in another session's batch (session.c finds what
- * functions leave).
- */
-static bool
-occ_keeps_session_state(Node *stmt)
-{
-	switch (nodeTag(stmt))
-	{
-		case T_PrepareStmt:
-		case T_ExecuteStmt:
-		case T_FetchStmt:
-		case T_ClosePortalStmt:
-		case T_DeallocateStmt:
-		case T_ListenStmt:
-		case T_UnlistenStmt:
-		case T_DiscardStmt:
-		case T_LoadStmt:
-			return true;
-		case T_VariableSetStmt:
-			return !((VariableSetStmt *) stmt)->is_local;
-		case T_DeclareCursorStmt:
-			return (((DeclareCursorStmt *) stmt)->options & CURSOR_OPT_HOLD) != 0;
-		default:
-			return false;
-	}
-}
-
-/*
  * occ_split: the body's statements, from one raw parse of the whole text
  * (linear in its length).  Leading white space is left out of each
  * statement's text.  Syntax errors and statements that SPI cannot run throw.  The parse trees are left in the
@@ -184,7 +152,7 @@ occ_split(OccBody *body)
 		while (from < to && scanner_isspace(body->sql[from]))
 			from++;
 		occ_check_stmt(stmt->stmt, from);
-		if (occ_keeps_session_state(stmt->stmt))
+		if (occ_session_stmt_keeps(stmt->stmt))
 			body->shares = false;
 		body->stmts[n].location = from;
 		body->stmts[n].length = to - from;

@@ -19,10 +19,17 @@
  *	  own: settings SET for the session (a body's SET LOCAL, which would
  *	  last until the batch's commit, is undone after the body, within a
  *	  level of settings of its own: occ_session_settings_open, _close),
- *	  temporary tables, advisory locks and occ.gate() (occ_session_user_locks(), the
- *	  locks of the user method this backend holds, before and after), and
- *	  prepared statements, cursors WITH HOLD, LISTEN and the like, which
- *	  plan_cache.c finds in the body's statements (occ_body_shares()).
+ *	  temporary tables, advisory locks and occ.gate() (occ_session_locks(),
+ *	  the locks of the user method this backend holds, before and after),
+ *	  and prepared statements, cursors WITH HOLD, LISTEN and the like
+ *	  (occ_session_stmt_keeps()), which plan_cache.c finds in the body's
+ *	  own statements before it runs (occ_body_shares()), and the
+ *	  ProcessUtility hook (foreign.c) in the functions it calls, as they
+ *	  run (occ_session_note_utility());
+ *	- a NOTIFY that another body of the transaction sent already, with the
+ *	  same channel and payload: PostgreSQL delivers it once per transaction,
+ *	  where each call's own transaction would deliver its own (pg_notify(),
+ *	  a function, is not seen: README).
  *
  *-------------------------------------------------------------------------
  */
@@ -30,9 +37,23 @@
 
 #include "catalog/namespace.h"
 #include "miscadmin.h"
+#include "nodes/parsenodes.h"
 #include "utils/guc.h"
 
 #include "pg_occ.h"
+
+/* The most NOTIFYs of a transaction whose channel and payload are kept */
+#define OCC_SESSION_NOTIFIES_MAX 64
+
+/*
+ * What the utility statements run since occ_session_utility_reset said:
+ * one kept state in the session, and the NOTIFYs sent (hashes of their
+ * channel and payload; more than the most: any further NOTIFY counts as
+ * sent already)
+ */
+static bool occ_session_kept = false;
+static int	occ_session_nnotifies = 0;
+static uint64 occ_session_notifies[OCC_SESSION_NOTIFIES_MAX];
 
 /*
  * Settings that differ between sessions without changing what a body
@@ -258,4 +279,90 @@ occ_session_locks_restore(const OccSessionLocks *before)
 			if ((before->masks[j] & LOCKBIT_ON(mode)) &&
 				!occ_lock_held_by_me(&before->tags[j], mode))
 				(void) LockAcquire(&before->tags[j], mode, true, true);
+}
+
+/*
+ * occ_session_stmt_keeps: does this statement leave something in the
+ * session beyond its transaction (a prepared statement, a cursor WITH
+ * HOLD, LISTEN, a SET without LOCAL, ...), or use what the session holds
+ * (EXECUTE a prepared statement, FETCH, MOVE or CLOSE a cursor)?  Such a
+ * body cannot run in another session's batch.
+ */
+bool
+occ_session_stmt_keeps(Node *stmt)
+{
+	switch (nodeTag(stmt))
+	{
+		case T_PrepareStmt:
+		case T_ExecuteStmt:
+		case T_FetchStmt:
+		case T_ClosePortalStmt:
+		case T_DeallocateStmt:
+		case T_ListenStmt:
+		case T_UnlistenStmt:
+		case T_DiscardStmt:
+		case T_LoadStmt:
+			return true;
+		case T_VariableSetStmt:
+			return !((VariableSetStmt *) stmt)->is_local;
+		case T_DeclareCursorStmt:
+			return (((DeclareCursorStmt *) stmt)->options & CURSOR_OPT_HOLD) != 0;
+		default:
+			return false;
+	}
+}
+
+/*
+ * occ_notify_sent_before: note a NOTIFY; was it sent already since the
+ * reset (as far as the hashes tell: a collision only makes a body run
+ * alone)?
+ */
+static bool
+occ_notify_sent_before(const NotifyStmt *stmt)
+{
+	uint64		h = hash_combine64(occ_hash_text(stmt->conditionname),
+								   occ_hash_text(stmt->payload ? stmt->payload : ""));
+
+	for (int i = 0; i < occ_session_nnotifies; i++)
+		if (occ_session_notifies[i] == h)
+			return true;
+	if (occ_session_nnotifies == OCC_SESSION_NOTIFIES_MAX)
+		return true;
+	occ_session_notifies[occ_session_nnotifies++] = h;
+	return false;
+}
+
+/*
+ * occ_session_note_utility: a utility statement runs (the ProcessUtility
+ * hook, for every statement of the backend): note whether it keeps state
+ * in the session, or repeats a NOTIFY
+ */
+void
+occ_session_note_utility(Node *stmt)
+{
+	if (occ_session_stmt_keeps(stmt) ||
+		(IsA(stmt, NotifyStmt) && occ_notify_sent_before((NotifyStmt *) stmt)))
+		occ_session_kept = true;
+}
+
+/*
+ * occ_session_utility_reset: look at the utility statements from now on;
+ * forget_notifies: and at the NOTIFYs sent from now on (a new transaction)
+ */
+void
+occ_session_utility_reset(bool forget_notifies)
+{
+	occ_session_kept = false;
+	if (forget_notifies)
+		occ_session_nnotifies = 0;
+}
+
+/*
+ * occ_session_utility_kept: did a utility statement since the reset keep
+ * state in the session, or repeat a NOTIFY?
+ */
+bool
+occ_session_utility_kept(void)
+{
+	return occ_session_kept;
 }

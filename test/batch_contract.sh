@@ -21,8 +21,10 @@
 #      follower's body, which its own statement_timeout ends; a batch
 #      whose body time is unknown runs about 10 ms of bodies, not 63;
 #   6. what a body leaves: a cursor left open sends its call to run alone
-#      (the next body opens its own); a body's pg_advisory_unlock_all()
-#      does not take the leader's gate away;
+#      (the next body opens its own), and so do a LISTEN run in a function
+#      (it lands in its caller's session) and a NOTIFY that another body of
+#      the batch sent (each call's arrives); a body's
+#      pg_advisory_unlock_all() does not take the leader's gate away;
 #   7. what differs, said plainly in the README: a follower's now() is a
 #      time within its own call; its pg_backend_pid() and txid_current()
 #      are its leader's.
@@ -72,6 +74,12 @@ sql "CREATE EXTENSION pg_occ;
      END \$\$;
      CREATE CONSTRAINT TRIGGER note_setting AFTER INSERT ON trig_t DEFERRABLE INITIALLY DEFERRED
        FOR EACH ROW EXECUTE FUNCTION note_setting();
+     -- LISTEN to ch_f1 (f1), NOTIFY ch 'same' (all but L), from a function
+     CREATE FUNCTION listen_notify(who text) RETURNS void LANGUAGE plpgsql AS
+     \$\$ BEGIN
+       IF who = 'f1' THEN LISTEN ch_f1; END IF;
+       IF who <> 'L' THEN NOTIFY ch, 'same'; END IF;
+     END \$\$;
      -- leave cursor c open (not L)
      CREATE FUNCTION open_c(who text) RETURNS void LANGUAGE plpgsql AS
      \$\$ DECLARE c refcursor := 'c'; BEGIN
@@ -257,6 +265,34 @@ for who in L f1 f2; do
     grep -q "^\[{\"who\": \"$who\"}\]|" <<<"$(ended "$who")" || fail "cursor: $who: $(cat "$SESSIONS/$who.out")"
 done
 echo "batch_contract: bodies that left a cursor open ran alone"
+
+# LISTEN in a function lands in f1's own session; two followers' identical
+# NOTIFYs arrive twice
+reset
+open_session listener -At
+step listener "LISTEN ch;"
+hold_gate
+body="SELECT listen_notify(\$1); $LOG_BODY"
+for who in L f1 f2; do
+    start_session "$who" -At -c "SET client_min_messages = warning" \
+        -c "CALL occ.retry(\$body\$SELECT conflict_until_gated(); $body\$body\$, NULL::jsonb,
+                           params => row('$who'), contention => 'batch', key => 'k');" \
+        -c "SELECT coalesce(string_agg(c, ','), '-') FROM pg_listening_channels() c"
+    if [ "$who" = L ]; then queued L >/dev/null; else posted "$who" >/dev/null; fi
+done
+release_gate
+for who in L f1 f2; do
+    out=$(ended "$who")
+    want=-
+    [ "$who" != f1 ] || want=ch_f1
+    [ "$(sed -n 2p <<<"$out")" = "$want" ] || fail "listen: $who listens to $(sed -n 2p <<<"$out"), expected $want"
+done
+step listener "SELECT 1;"
+close_input listener
+out=$(ended listener)
+got=$(grep -c 'notification "ch" with payload "same"' <<<"$out")
+[ "$got" = 2 ] || fail "notify: the listener got $got notifications of 2"
+echo "batch_contract: a LISTEN in a function stayed in its caller's session; two calls' identical NOTIFYs arrived twice"
 
 # a follower's pg_advisory_unlock_all(): the leader holds its gate still
 # while it runs the next body (f2's, which pauses)
