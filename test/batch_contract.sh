@@ -24,7 +24,9 @@
 #      (the next body opens its own), and so do a LISTEN run in a function
 #      (it lands in its caller's session) and a NOTIFY that another body of
 #      the batch sent (each call's arrives); a body's
-#      pg_advisory_unlock_all() does not take the leader's gate away;
+#      pg_advisory_unlock_all() does not take the leader's gate away; a
+#      body that wrote to a foreign table runs alone, and the next one
+#      batches (its rolled-back write does not count for the others);
 #   7. what differs, said plainly in the README: a follower's now() is a
 #      time within its own call; its pg_backend_pid() and txid_current()
 #      are its leader's.
@@ -265,6 +267,41 @@ for who in L f1 f2; do
     grep -q "^\[{\"who\": \"$who\"}\]|" <<<"$(ended "$who")" || fail "cursor: $who: $(cat "$SESSIONS/$who.out")"
 done
 echo "batch_contract: bodies that left a cursor open ran alone"
+
+# a follower's write to a foreign table (postgres_fdw through a loopback
+# server): f1 runs alone, f2 still in L's batch
+sql "CREATE EXTENSION IF NOT EXISTS postgres_fdw;
+     DO \$\$ BEGIN
+       EXECUTE format('CREATE SERVER occ_loopback FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host %L, port %L, dbname %L)',
+                      split_part(current_setting('unix_socket_directories'), ',', 1),
+                      current_setting('port'), current_database());
+     END \$\$;
+     CREATE USER MAPPING FOR CURRENT_USER SERVER occ_loopback;
+     CREATE TABLE far (who text);
+     CREATE FOREIGN TABLE far_ft (who text) SERVER occ_loopback OPTIONS (table_name 'far');
+     -- (a write the executor does not run counts too: in a function, only f1's)
+     CREATE FUNCTION far_write(who text) RETURNS void LANGUAGE plpgsql AS
+     \$\$ BEGIN
+       IF who = 'f1' THEN INSERT INTO far_ft VALUES (who); END IF;
+     END \$\$" >/dev/null
+reset
+hold_gate
+body="SELECT far_write(\$1); $LOG_BODY"
+# (L connects to the loopback server first: f1's write, within the batch's
+# 10 ms, then does not wait for a connection)
+caller L "$body" "" "SELECT FROM far_ft"
+queued L >/dev/null
+for f in f1 f2; do
+    caller "$f" "$body"
+    posted "$f" >/dev/null
+done
+release_gate
+for who in L f1 f2; do
+    grep -q "^\[{\"who\": \"$who\"}\]|" <<<"$(ended "$who")" || fail "foreign: $who: $(cat "$SESSIONS/$who.out")"
+done
+[ "$(ran_by_leader)" = L,f2 ] || fail "foreign: the leader ran $(ran_by_leader)"
+[ "$(sql "SELECT string_agg(who, ',') FROM far")" = f1 ] || fail "foreign: far has $(sql "SELECT string_agg(who, ',') FROM far")"
+echo "batch_contract: a follower that wrote to a foreign table ran alone; the next batched"
 
 # LISTEN in a function lands in f1's own session; two followers' identical
 # NOTIFYs arrive twice
