@@ -44,6 +44,13 @@
  *	  foreign table, or that no longer holds its key's gate, takes no one.
  *	- A batch runs bodies for about OCC_LEAD_BATCH_USEC: the calls taken
  *	  that it has no time for join again, before the next leader's.
+ *	- A member's body waits at most OCC_LEAD_LOCK_WAIT_MS for a lock held
+ *	  outside the batch, then runs alone: a batch holds the rows of many
+ *	  calls, and a transaction beside it (a call that runs ungated, another
+ *	  key's batch, the application's) that takes one of them while it waits
+ *	  for one of those rows would make a deadlock that only
+ *	  deadlock_timeout ends.  Waiting only outside the batch, the call can
+ *	  wait as long as it takes.
  *
  *-------------------------------------------------------------------------
  */
@@ -52,6 +59,7 @@
 #include "access/xact.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/memutils.h"
 #include "utils/portal.h"
 #include "utils/resowner.h"
@@ -61,6 +69,12 @@
 
 /* The time a batch's bodies should take, at most, once their time is known */
 #define OCC_LEAD_BATCH_USEC 10000.0
+
+/*
+ * The longest a member's body waits for a lock that a transaction outside
+ * the batch holds (lock_timeout, unless the callers' own is shorter)
+ */
+#define OCC_LEAD_LOCK_WAIT_MS 10
 
 /*
  * occ_lead_room: how many calls the leader takes: up to occ.batch_max_calls
@@ -100,6 +114,7 @@ occ_lead_begin(OccLead *lead, const OccRetrySpec *spec, OccBody **body, uint64 k
 	lead->fingerprint = occ_session_fingerprint();
 	lead->signature = occ_batch_signature(spec, lead->fingerprint);
 	lead->synchronous_commit = synchronous_commit;
+	lead->lock_timeout = LockTimeout;
 	if (occ_batch_max_calls > 1)
 	{
 		lead->members = palloc(sizeof(OccBatchMember) * (occ_batch_max_calls - 1));
@@ -209,6 +224,27 @@ occ_lead_cancelled(const ErrorData *edata)
 }
 
 /*
+ * occ_lead_bounds_locks: do the members' lock waits end sooner than the
+ * callers' own lock_timeout (the same for all: it is among their settings)?
+ */
+static bool
+occ_lead_bounds_locks(const OccLead *lead)
+{
+	return lead->lock_timeout == 0 || lead->lock_timeout > OCC_LEAD_LOCK_WAIT_MS;
+}
+
+/*
+ * occ_lead_lock_waited: did a member's body wait too long for a lock held
+ * outside the batch (see the file header)?
+ */
+static bool
+occ_lead_lock_waited(const OccLead *lead, const ErrorData *edata)
+{
+	return edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE && occ_lead_bounds_locks(lead) &&
+		edata->funcname != NULL && strcmp(edata->funcname, "ProcessInterrupts") == 0;
+}
+
+/*
  * occ_lead_member_body: run member m's body, in the subtransaction begun by
  * the caller, under m's statement_timeout; returns its result (NULL when it
  * wants none or has none)
@@ -221,8 +257,11 @@ occ_lead_member_body(OccLead *lead, OccBatchMember *m, MemoryContext cxt)
 
 	if (m->deadline != 0)
 		enable_timeout_at(STATEMENT_TIMEOUT, m->deadline);
+	if (occ_lead_bounds_locks(lead))
+		LockTimeout = OCC_LEAD_LOCK_WAIT_MS;
 	occ_attempt_body(*lead->body, m->params, m->attempt,
 					 rows != NULL ? rows : None_Receiver);
+	LockTimeout = lead->lock_timeout;
 	if (m->deadline != 0)
 	{
 		disable_timeout(STATEMENT_TIMEOUT, false);
@@ -242,19 +281,23 @@ occ_lead_member_body(OccLead *lead, OccBatchMember *m, MemoryContext cxt)
 /*
  * occ_lead_member_failed: member m's body failed with edata (rolled back):
  * a failure its call retries or of class 40, or its statement_timeout, is
- * told at once; another error is its outcome if the batch commits.  The
- * leader's cancel fails the batch: it is rethrown.
+ * told at once; a wait for a lock outside the batch sends it to run alone;
+ * another error is its outcome if the batch commits.  The leader's cancel
+ * fails the batch: it is rethrown.
  */
 static void
 occ_lead_member_failed(OccLead *lead, OccBatchMember *m, ErrorData *edata)
 {
 	bool		timed_out = occ_lead_timed_out(m);
 
+	LockTimeout = lead->lock_timeout;
 	if (m->deadline != 0)
 		disable_timeout(STATEMENT_TIMEOUT, false);
 	if (occ_lead_cancelled(edata) && !timed_out)
 		ReThrowError(edata);
-	if (timed_out || occ_lead_retryable(lead, edata))
+	if (occ_lead_lock_waited(lead, edata))
+		occ_batch_send(m, OCC_BATCH_ALONE, NULL);
+	else if (timed_out || occ_lead_retryable(lead, edata))
 		occ_batch_send(m, OCC_BATCH_FAILED, edata);
 	else
 		(void) occ_batch_note(m, OCC_BATCH_ERROR, NULL, edata);

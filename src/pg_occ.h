@@ -528,6 +528,7 @@ typedef struct OccLead
 	uint64		fingerprint;	/* of the session at the attempt's start */
 	int			settings;		/* the level of settings of its own body */
 	int			synchronous_commit; /* at the attempt's start */
+	int			lock_timeout;	/* the callers', in ms (the same for all) */
 	uint64		signature;
 	OccSessionLocks *locks;		/* its user locks (its gate) at the start */
 	OccBatchMember *members;	/* the calls taken, in the attempt's memory */

@@ -27,7 +27,10 @@
 #      pg_advisory_unlock_all() does not take the leader's gate away; a
 #      body that wrote to a foreign table runs alone, and the next one
 #      batches (its rolled-back write does not count for the others);
-#   7. what differs, said plainly in the README: a follower's now() is a
+#   7. a follower's body that waits for a lock held outside the batch runs
+#      alone (after 10 ms): the batch commits without waiting for it (nor
+#      making a deadlock with it that only deadlock_timeout would end);
+#   8. what differs, said plainly in the README: a follower's now() is a
 #      time within its own call; its pg_backend_pid() and txid_current()
 #      are its leader's.
 # States are reached by polling, never by sleeping a set time (case 5 lets
@@ -66,6 +69,7 @@ sql "CREATE EXTENSION pg_occ;
          ELSE NULL;
        END CASE;
      END \$\$;
+     CREATE TABLE side (id int PRIMARY KEY, v int); INSERT INTO side VALUES (1, 0);
      CREATE TABLE once_t (who text UNIQUE DEFERRABLE INITIALLY DEFERRED); INSERT INTO once_t VALUES ('dup');
      CREATE TABLE trig_t (who text);
      CREATE TABLE seen (who text, setting text);
@@ -352,7 +356,34 @@ done
 [ "$held" = 1 ] || fail "unlock_all: a follower's body took the leader's gate away"
 echo "batch_contract: a follower's pg_advisory_unlock_all() left the leader its gate"
 
-# --- 7. what a follower sees: now() within its own call (the leader
+# --- 7. an outsider holds row 1 of side; f1's body updates it: the batch
+# (L, f1, f2) commits L and f2 while the outsider still holds it; f1 runs
+# alone, and commits once the outsider has
+reset
+open_session outsider -At
+step outsider "BEGIN; UPDATE side SET v = v + 1 WHERE id = 1;"
+hold_gate
+body="UPDATE side SET v = v + 1 WHERE id = 1 AND \$1 = 'f1'; $LOG_BODY"
+caller L "$body"
+queued L >/dev/null
+for f in f1 f2; do
+    caller "$f" "$body"
+    posted "$f" >/dev/null
+done
+release_gate
+for who in L f2; do
+    grep -q "^\[{\"who\": \"$who\"}\]|" <<<"$(ended "$who")" || fail "lock wait: $who: $(cat "$SESSIONS/$who.out")"
+done
+wait_for f1 "wait_event_type = 'Lock' AND wait_event = 'transactionid'" >/dev/null
+step outsider "COMMIT;"
+close_input outsider
+ended outsider >/dev/null
+grep -q '^\[{"who": "f1"}\]|' <<<"$(ended f1)" || fail "lock wait: f1: $(cat "$SESSIONS/f1.out")"
+[ "$(ran_by_leader)" = L,f2 ] || fail "lock wait: the leader ran $(ran_by_leader)"
+[ "$(sql "SELECT v FROM side")" = 2 ] || fail "lock wait: side.v = $(sql "SELECT v FROM side")"
+echo "batch_contract: a follower's body that waited for a lock outside the batch ran alone; the batch did not wait"
+
+# --- 8. what a follower sees: now() within its own call (the leader
 # waited 1 s for the gate, its transaction begun before), and, as the
 # README says, the leader's pid and transaction id
 reset
