@@ -21,7 +21,9 @@
 #       cancels, a terminated leader, session state; test/batch_contract.sh:
 #       each caller's records, isolation, failures, limits, leftovers and
 #       what differs) and under a storm of
-#       cancels and terminations (test/batch_storm.sh), the
+#       cancels, terminations and SIGKILLs (test/batch_storm.sh, with a
+#       Jepsen-style list-append history at serializable and repeatable
+#       read, test/listappend.py), the
 #       interrupt checks of a sleeping and of a queued call, of one that
 #       makes a large result, and of a transaction queued by SET LOCAL
 #       occ.key (test/interrupt*.sh),

@@ -10,11 +10,14 @@
 #   instant  the hot counter, an instant body: UPDATE hot SET v = v + 1
 #   work     the same with 1 ms of work after the UPDATE
 #   tpcb     pgbench's tpcb-like transaction at scale 1 (not durable)
+#   zipf     keys mode's four zipfian rows, 1 ms of work (not durable)
 # Forms:
 #   lock     the counter as one autocommit UPDATE (its row lock);
-#            tpcb-lock: a READ COMMITTED function
-#   queue    occ.retry, queue mode, key 'hot:1' (tpcb-occ-key: the branch)
-#   batch    occ.retry, batch mode, the same key (tpcb-batch)
+#            tpcb-lock, zipf-lock: a READ COMMITTED function
+#   queue    occ.retry, queue mode, key 'hot:1' (tpcb-occ-key: the branch;
+#            tpcb-occ, zipf-occ: no key, the keys learned)
+#   batch    occ.retry, batch mode, the same key (tpcb-batch; and without
+#            a key, learned: tpcb-batch-learned, zipf-batch-learned)
 # (the occ.retry forms at SERIALIZABLE: batch mode does not batch at
 # REPEATABLE READ)
 # Targets: durable instant batch >= 5 x lock's commits/s, not durable
@@ -26,11 +29,12 @@
 BATCH_CLIENTS=64
 BATCH_ROUNDS=3
 BATCH_FORMS="lock queue batch"
-BATCH_TPCB_FORMS="tpcb-lock tpcb-occ-key tpcb-batch"
+BATCH_TPCB_FORMS="tpcb-lock tpcb-occ tpcb-occ-key tpcb-batch tpcb-batch-learned"
+BATCH_ZIPF_FORMS="zipf-lock zipf-occ zipf-batch-learned"
 
 # batch_runs_per_round: pgbench runs in one round of the batch mode
 batch_runs_per_round() {
-	echo $((4 * $(wc -w <<<"$BATCH_FORMS") + $(wc -w <<<"$BATCH_TPCB_FORMS")))
+	echo $((4 * $(wc -w <<<"$BATCH_FORMS") + $(wc -w <<<"$BATCH_TPCB_FORMS $BATCH_ZIPF_FORMS")))
 }
 
 # set_batch_form_args FORM WORK_MS: pgbench arguments of a counter form
@@ -92,7 +96,12 @@ batch_mode() {
 		# shellcheck disable=SC2086
 		for form in $(in_turn "$rep" $BATCH_TPCB_FORMS); do
 			run_one batch-tpcb "$form" "$BATCH_CLIENTS" 0 "$rep"
-			[ "$form" = tpcb-batch ] && batch_sizes tpcb-like "$form"
+			case $form in *-batch*) batch_sizes "tpcb-like $form" "$form" ;; esac
+		done
+		# shellcheck disable=SC2086
+		for form in $(in_turn "$rep" $BATCH_ZIPF_FORMS); do
+			run_one batch-zipf "$form" "$BATCH_CLIENTS" 1 "$rep"
+			case $form in *-batch*) batch_sizes "zipf $form" "$form" ;; esac
 		done
 	done
 	batch_durability reset
@@ -131,6 +140,18 @@ batch_tables() {
 	echo "Against queue mode with the branch as key:"
 	echo
 	batch_table batch-tpcb 0 tpcb-occ-key
+	echo
+	echo "Against queue mode without a key (learned), as batch mode without one (issue 25: at least its commits/s, p99 at most 1.2 x):"
+	echo
+	batch_table batch-tpcb 0 tpcb-occ
+	echo
+	echo "#### zipf (four zipfian rows, 1 ms of work), fast, against the READ COMMITTED function"
+	echo
+	batch_table batch-zipf 1 zipf-lock
+	echo
+	echo "Against queue mode without a key (learned):"
+	echo
+	batch_table batch-zipf 1 zipf-occ
 	if [ -f "$OUT/runs/batch_sizes.csv" ]; then
 		echo
 		echo "Batch sizes seen (occ.stats after each batch run: calls that committed in a batch with others, of all calls, and the mean size of their batches):"

@@ -45,6 +45,7 @@ set_keys_form_args() {
 		*-occ-backoff) contention=backoff ;;
 		tpcb-occ-key) keyprefix="'branch:'" ;;
 		tpcb-batch) keyprefix="'branch:'"; contention=batch ;;
+		*-batch-learned) contention=batch ;;
 		zipf-occ-key) keyprefix="'z:'" ;;
 	esac
 	FORM_ARGS+=(-f "$PGB/${workload}_occ.sql" -D scale=1 -D "iso=$ISO"
@@ -57,7 +58,7 @@ workload_state() {
 		keys-tpcb | batch-tpcb) sql "SELECT (SELECT count(*) FROM pgbench_history), (SELECT coalesce(sum(delta), 0) FROM pgbench_history),
 		                       (SELECT sum(abalance) FROM pgbench_accounts), (SELECT sum(tbalance) FROM pgbench_tellers),
 		                       (SELECT sum(bbalance) FROM pgbench_branches)" | tr '|' ' ' ;;
-		keys-zipf) sql "SELECT sum(v) FROM zrows" ;;
+		keys-zipf | batch-zipf) sql "SELECT sum(v) FROM zrows" ;;
 		*) sql "SELECT sum(v) FROM hot" ;;
 	esac
 }
@@ -74,7 +75,7 @@ workload_grew() {
 			[ $((a[0] - b[0])) -eq "$4" ] || { echo "history grew by $((a[0] - b[0])) rows"; return; }
 			[ $((a[2] - b[2])) -eq "$delta" ] && [ $((a[3] - b[3])) -eq "$delta" ] && [ $((a[4] - b[4])) -eq "$delta" ] ||
 				echo "balances moved by $((a[2] - b[2])), $((a[3] - b[3])), $((a[4] - b[4])), history by $delta" ;;
-		keys-zipf) [ $((a[0] - b[0])) -eq $((4 * $4)) ] || echo "rows grew by $((a[0] - b[0])), not 4 x $4" ;;
+		keys-zipf | batch-zipf) [ $((a[0] - b[0])) -eq $((4 * $4)) ] || echo "rows grew by $((a[0] - b[0])), not 4 x $4" ;;
 		*) [ $((a[0] - b[0])) -eq "$4" ] || echo "rows grew by $((a[0] - b[0]))" ;;
 	esac
 }

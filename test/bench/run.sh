@@ -549,7 +549,7 @@ run_one() {
 	case $form in
 		pessimistic* | bare | occ-bare-nostats | *-lock | lock) attempts=$((commits + failed)) ;;
 		pgbench-retry | client-rr-*) attempts=$((commits + failed + ${retries:-0})) ;;
-		occ-* | mixed-* | *-occ* | queue | batch | tpcb-batch) attempts=""
+		occ-* | mixed-* | *-occ* | queue | batch | *-batch*) attempts=""
 			if [ "$STATS" = 1 ]; then
 				read -r attempts s_commits s_gave_up <<<"$(occ_stats)"
 				# the writers of the mixed forms commit once per transaction
