@@ -71,16 +71,12 @@
 #include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
-#include "catalog/pg_type.h"
-#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/lmgr.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
-#include "utils/datum.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timeout.h"
 #include "utils/wait_event.h"
@@ -90,31 +86,11 @@
 /* The most a call's request and its outcome may take in its slot */
 #define OCC_BATCH_REQUEST_BYTES 8192
 #define OCC_BATCH_OUTCOME_BYTES 8192
+StaticAssertDecl(OCC_BATCH_OUTCOME_BYTES >= OCC_HANDOVER_ERROR_BYTES,
+				 "an outcome holds any error");
 
 /* How often a follower looks whether its client is still there, waiting */
 #define OCC_BATCH_CLIENT_CHECK_MS 100
-
-/*
- * The parts of an error that an outcome keeps, and the bytes each may take
- * (cut at a character's end), 7,808 in all: its message, detail, hint and
- * context, and the names of the objects it is about (as clients read them:
- * a unique violation's constraint_name, for one)
- */
-typedef enum OccErrorPart
-{
-	OCC_ERROR_MESSAGE,
-	OCC_ERROR_DETAIL,
-	OCC_ERROR_HINT,
-	OCC_ERROR_CONTEXT,
-	OCC_ERROR_SCHEMA,
-	OCC_ERROR_TABLE,
-	OCC_ERROR_COLUMN,
-	OCC_ERROR_DATATYPE,
-	OCC_ERROR_CONSTRAINT,
-	OCC_ERROR_PARTS
-} OccErrorPart;
-
-static const int occ_error_room[OCC_ERROR_PARTS] = {4096, 1536, 512, 1024, 128, 128, 128, 128, 128};
 
 typedef enum OccSlotState
 {
@@ -253,90 +229,6 @@ occ_batch_signature(const OccRetrySpec *spec, uint64 fingerprint)
 	return h;
 }
 
-/*
- * occ_type_is_local: are the values of type (through domains and arrays)
- * anonymous records, which carry a typmod that only their own backend's
- * registry of record types knows?  Another backend would read them as
- * some other record type of its own.
- */
-static bool
-occ_type_is_local(Oid type)
-{
-	Oid			base = getBaseType(type);
-	Oid			element = get_element_type(base);
-
-	if (OidIsValid(element))
-		base = getBaseType(element);
-	return base == RECORDOID || get_typtype(base) == TYPTYPE_PSEUDO;
-}
-
-/*
- * occ_batch_request: write the call's request (parameter types, body,
- * parameters) to buf; returns its length, or -1 if it does not fit or
- * cannot be read in another backend
- */
-static int
-occ_batch_request(const OccRetrySpec *spec, char *buf)
-{
-	Size		need = sizeof(int) + sizeof(Oid) * spec->nargs + strlen(spec->sql) + 1;
-	char	   *p = buf;
-
-	for (int i = 0; i < spec->nargs; i++)
-	{
-		int16		typlen;
-		bool		typbyval;
-
-		if (occ_type_is_local(spec->argtypes[i]))
-			return -1;
-		get_typlenbyval(spec->argtypes[i], &typlen, &typbyval);
-		need += datumEstimateSpace(spec->values[i], spec->nulls[i] == 'n',
-								   typbyval, typlen);
-	}
-	if (need > OCC_BATCH_REQUEST_BYTES)
-		return -1;
-	memcpy(p, &spec->nargs, sizeof(int));
-	p += sizeof(int);
-	memcpy(p, spec->argtypes, sizeof(Oid) * spec->nargs);
-	p += sizeof(Oid) * spec->nargs;
-	strcpy(p, spec->sql);
-	p += strlen(spec->sql) + 1;
-	for (int i = 0; i < spec->nargs; i++)
-	{
-		int16		typlen;
-		bool		typbyval;
-
-		get_typlenbyval(spec->argtypes[i], &typlen, &typbyval);
-		datumSerialize(spec->values[i], spec->nulls[i] == 'n', typbyval, typlen, &p);
-	}
-	return (int) (p - buf);
-}
-
-/* occ_batch_read_request: a claimed call's request, into m (current context) */
-static void
-occ_batch_read_request(const OccBatchSlot *slot, OccBatchMember *m)
-{
-	char	   *copy = palloc(slot->request_len);
-	char	   *p = copy;
-
-	memcpy(copy, slot->request, slot->request_len);
-	memcpy(&m->nargs, p, sizeof(int));
-	p += sizeof(int);
-	m->argtypes = (Oid *) palloc(sizeof(Oid) * Max(m->nargs, 1));
-	memcpy(m->argtypes, p, sizeof(Oid) * m->nargs);
-	p += sizeof(Oid) * m->nargs;
-	m->sql = p;
-	p += strlen(p) + 1;
-	m->params = m->nargs > 0 ? makeParamList(m->nargs) : NULL;
-	for (int i = 0; i < m->nargs; i++)
-	{
-		ParamExternData *prm = &m->params->params[i];
-
-		prm->value = datumRestore(&p, &prm->isnull);
-		prm->pflags = PARAM_FLAG_CONST;
-		prm->ptype = m->argtypes[i];
-	}
-}
-
 /* occ_find_leader: the slot that leads key in this database, or NULL */
 static OccBatchSlot *
 occ_find_leader(uint64 key)
@@ -465,54 +357,6 @@ occ_batch_sleep(OccBatchSlot *slot, double timeout_usec)
 }
 
 /*
- * occ_batch_error: the error an outcome carries, as ErrorData in the
- * current memory context.  Made by raising it, so that it is complete (the
- * follower's error context added), and caught: errfinish resets the
- * interrupt holdoff counts, which a cancelled follower holds while it
- * takes its outcome, so they are restored.
- */
-static ErrorData *
-occ_batch_error(const OccBatchSlot *slot)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	uint32		holdoff = InterruptHoldoffCount;
-	uint32		cancel_holdoff = QueryCancelHoldoffCount;
-	const char *part[OCC_ERROR_PARTS];
-	const char *p = slot->outcome;
-	ErrorData  *edata = NULL;
-
-	for (int i = 0; i < OCC_ERROR_PARTS; i++)
-	{
-		part[i] = p;
-		p += strlen(p) + 1;
-	}
-	PG_TRY();
-	{
-		ereport(ERROR,
-				(errcode(slot->sqlerrcode),
-				 errmsg_internal("%s", part[OCC_ERROR_MESSAGE]),
-				 *part[OCC_ERROR_DETAIL] ? errdetail_internal("%s", part[OCC_ERROR_DETAIL]) : 0,
-				 *part[OCC_ERROR_HINT] ? errhint("%s", part[OCC_ERROR_HINT]) : 0,
-				 *part[OCC_ERROR_CONTEXT] ? errcontext_msg("%s", part[OCC_ERROR_CONTEXT]) : 0,
-				 *part[OCC_ERROR_SCHEMA] ? err_generic_string(PG_DIAG_SCHEMA_NAME, part[OCC_ERROR_SCHEMA]) : 0,
-				 *part[OCC_ERROR_TABLE] ? err_generic_string(PG_DIAG_TABLE_NAME, part[OCC_ERROR_TABLE]) : 0,
-				 *part[OCC_ERROR_COLUMN] ? err_generic_string(PG_DIAG_COLUMN_NAME, part[OCC_ERROR_COLUMN]) : 0,
-				 *part[OCC_ERROR_DATATYPE] ? err_generic_string(PG_DIAG_DATATYPE_NAME, part[OCC_ERROR_DATATYPE]) : 0,
-				 *part[OCC_ERROR_CONSTRAINT] ? err_generic_string(PG_DIAG_CONSTRAINT_NAME, part[OCC_ERROR_CONSTRAINT]) : 0));
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		InterruptHoldoffCount = holdoff;
-		QueryCancelHoldoffCount = cancel_holdoff;
-	}
-	PG_END_TRY();
-	return edata;
-}
-
-/*
  * occ_batch_take_outcome: under no lock, the slot DONE (or resolved
  * ORPHANED): read the outcome into out, in the current memory context, and
  * make the slot IDLE.  Returns what became of the call.
@@ -533,7 +377,7 @@ occ_batch_take_outcome(OccBatchSlot *slot, OccBatchOutcome *out)
 		memcpy(out->result, slot->outcome, slot->outcome_len);
 	}
 	if (kind == OCC_BATCH_ERROR || kind == OCC_BATCH_FAILED)
-		out->edata = occ_batch_error(slot);
+		out->edata = occ_handover_error_read(slot->outcome, slot->sqlerrcode);
 	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
 	slot->state = OCC_SLOT_IDLE;
 	LWLockRelease(occ_batch->lock);
@@ -702,7 +546,7 @@ occ_batch_join(const OccRetrySpec *spec, uint64 key, uint64 signature, int attem
 	LWLockRelease(occ_batch->lock);
 
 	/* the slot is IDLE: ours to fill until it is POSTED */
-	len = occ_batch_request(spec, slot->request);
+	len = occ_handover_request_write(spec, slot->request, OCC_BATCH_REQUEST_BYTES);
 	if (len < 0)
 		return OCC_BATCH_JOIN_ALONE;
 	slot->request_len = len;
@@ -819,7 +663,11 @@ occ_batch_claim(uint64 key, uint64 signature, int max, OccBatchMember *members)
 	occ_led = members;
 	occ_nled = n;
 	for (int i = 0; i < n; i++)
-		occ_batch_read_request(&occ_batch->slots[members[i].slot], &members[i]);
+	{
+		OccBatchSlot *s = &occ_batch->slots[members[i].slot];
+
+		occ_handover_request_read(s->request, s->request_len, &members[i]);
+	}
 	return n;
 }
 
@@ -845,26 +693,8 @@ occ_batch_note(OccBatchMember *m, OccBatchKind kind, const Jsonb *result,
 	}
 	if (edata != NULL)
 	{
-		const char *part[OCC_ERROR_PARTS] = {
-			edata->message, edata->detail, edata->hint, edata->context,
-			edata->schema_name, edata->table_name, edata->column_name,
-			edata->datatype_name, edata->constraint_name
-		};
-		char	   *p = slot->outcome;
-
-		for (int i = 0; i < OCC_ERROR_PARTS; i++)
-		{
-			const char *text = part[i] ? part[i] : "";
-			int			len = strlen(text);
-
-			if (len >= occ_error_room[i])
-				len = pg_mbcliplen(text, len, occ_error_room[i] - 1);
-			memcpy(p, text, len);
-			p[len] = '\0';
-			p += len + 1;
-		}
 		slot->sqlerrcode = edata->sqlerrcode;
-		slot->outcome_len = p - slot->outcome;
+		slot->outcome_len = occ_handover_error_write(edata, slot->outcome);
 	}
 	slot->kind = kind;
 	m->kind = kind;

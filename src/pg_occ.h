@@ -14,7 +14,8 @@
  *					kept plans of bodies, result.c, the body's rows, and
  *					foreign.c, the foreign tables it writes to),
  *	  batch.c		batch mode's queue: a call hands its body to its key's
- *					leader and learns the outcome,
+ *					leader and learns the outcome (handover.c, the bytes
+ *					of the request and of an error),
  *	  lead.c		the leader's part: the calls it took, run in its
  *					attempt (with attempt.c, and session.c, what a body
  *					depends on and leaves in its session),
@@ -31,7 +32,7 @@
  *					occ.key, which uses the policy's admission, gate.c,
  *					temperature.c and stats.c (occ.key_stats);
  *	guc.c			the occ.* settings; sqlstate.c, lists of SQLSTATEs;
- *	pg_occ.c		the module: settings, hooks and shared memory.
+ *	module.c		the module: settings, hooks and shared memory.
  *
  * PostgreSQL versions are dealt with in compat.h, and only there.
  *
@@ -308,7 +309,11 @@ typedef struct OccKeyValues
 	OccKeyValue *values;
 } OccKeyValues;
 
+/* The most contention keys one call or transaction may give */
+#define OCC_KEYS_MAX 1000
+
 extern uint64 occ_key_hash(const char *key, const char *what);
+extern void occ_key_check_count(int nkeys, const char *what);
 extern int	occ_key_given(const OccRetrySpec *spec, uint64 *keys);
 extern OccKeyValues *occ_key_values(const OccRetrySpec *spec, bool with_text);
 extern uint64 occ_key_of_body(uint64 body_hash);
@@ -518,6 +523,14 @@ extern double occ_batch_body_usec(void);
 extern void occ_batch_publish(OccBatchMember *members, int n, bool committed,
 							  int batch_size, const ErrorData *edata,
 							  bool at_commit);
+
+/* handover.c: a call's request and its body's error, as a slot's bytes */
+#define OCC_HANDOVER_ERROR_BYTES 7808	/* the rooms of its parts, NULs included */
+
+extern int	occ_handover_request_write(const OccRetrySpec *spec, char *buf, int room);
+extern void occ_handover_request_read(const char *buf, int len, OccBatchMember *m);
+extern int	occ_handover_error_write(const ErrorData *edata, char *buf);
+extern ErrorData *occ_handover_error_read(const char *buf, int sqlerrcode);
 
 /* lead.c: the leader of a batch */
 typedef struct OccLead

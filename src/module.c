@@ -1,11 +1,12 @@
 /*-------------------------------------------------------------------------
  *
- * pg_occ.c
+ * module.c
  *		Module entry point of pg_occ: the settings, and the shared memory.
  *
  * Loading the library defines the occ.* settings and installs the hooks:
- * the executor's, that see which foreign tables an attempt writes to
- * (foreign.c), and those that queue the transactions that set occ.key
+ * the executor's and ProcessUtility's, that see which foreign tables an
+ * attempt writes to (foreign.c) and what a body leaves in its session
+ * (session.c), and those that queue the transactions that set occ.key
  * (client.c).  Loaded through
  * shared_preload_libraries, it also sets up the shared memory of the
  * modules that have some: occ.stats (stats.c), the temperature of queue
