@@ -238,4 +238,28 @@ SELECT * FROM my_gates;
 COMMIT;
 RESET log_min_messages;
 
+-- a transaction that set occ.key cannot be prepared (its gates would
+-- stay held until COMMIT PREPARED), and gives at most 1000 keys
+BEGIN;
+SET LOCAL occ.key = 'prepared';
+PREPARE TRANSACTION 'occ_key_prepared';
+SELECT count(*) AS prepared FROM pg_prepared_xacts;
+SELECT gates AS gates_left FROM my_gates;
+SELECT 'SET LOCAL occ.key = ' || string_agg(quote_literal('many:' || g), ', ') AS many_keys
+  FROM generate_series(1, 1001) g \gset
+BEGIN;
+:many_keys;
+ROLLBACK;
+
+-- a parallel query in a transaction that set occ.key: its workers restore
+-- the leader's settings, the key's too, which the check hook lets through
+CREATE TABLE client_parallel AS SELECT g AS v FROM generate_series(1, 1000) g;
+BEGIN;
+SET LOCAL occ.key = 'parallel';
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+                       THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END, 'on', true) AS forced;
+SELECT count(*), sum(v) FROM client_parallel;
+COMMIT;
+DROP TABLE client_parallel;
+
 DROP VIEW my_gates;

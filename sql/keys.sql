@@ -98,7 +98,7 @@ SELECT attempts, outcome FROM occ.last_retry();
 SELECT learned_key IS NULL AS nothing_learned FROM occ.stats WHERE query LIKE '%fail_first(true)%';
 
 -- 5. key takes one key, of any type (as its text), or an array of keys;
--- bad input: 22023 or 22004, with a hint (the SQLSTATE echoed after each)
+-- bad input: 22023, 22004 or 54000, with a hint (the SQLSTATE echoed after each)
 CALL occ.retry('SELECT my_gates() AS gates', result => NULL, contention => 'queue',
                key => ARRAY['keys:a', 'keys:b', 'keys:a']);
 CALL occ.retry('SELECT 1', contention => 'queue', key => 42);
@@ -108,6 +108,9 @@ CALL occ.retry('SELECT 1', contention => 'queue', key => '{}'::text[]);
 CALL occ.retry('SELECT 1', contention => 'queue', key => ARRAY['a', NULL]);
 \echo :LAST_ERROR_SQLSTATE
 CALL occ.retry('SELECT 1', contention => 'queue', key => ARRAY['a', '']);
+\echo :LAST_ERROR_SQLSTATE
+-- at most 1000 keys (54000)
+CALL occ.retry('SELECT 1', contention => 'queue', key => string_to_array(repeat('k,', 1000) || 'k', ','));
 \echo :LAST_ERROR_SQLSTATE
 \set VERBOSITY terse
 

@@ -247,6 +247,7 @@ occ_parse_keys(Datum arg, Oid type, OccRetrySpec *spec)
 	get_typlenbyvalalign(element, &typlen, &typbyval, &typalign);
 	deconstruct_array(DatumGetArrayTypeP(arg), element, typlen, typbyval, typalign,
 					  &elems, &nulls, &spec->nkeys);
+	occ_key_check_count(spec->nkeys, "key");
 	if (spec->nkeys == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -161,8 +161,8 @@ occ_keys_contain(const uint64 *keys, int nkeys, uint64 key_hash)
 
 /*
  * occ_client_keys: the keys of SET LOCAL occ.key = 'a', 'b', ..., each
- * once (each value spelled as SET spells it: a number is a key too);
- * returns how many
+ * once (each value spelled as SET spells it: a number is a key too), at
+ * most OCC_KEYS_MAX; returns how many
  */
 static int
 occ_client_keys(VariableSetStmt *stmt, uint64 **hashes, char ***keys)
@@ -170,6 +170,7 @@ occ_client_keys(VariableSetStmt *stmt, uint64 **hashes, char ***keys)
 	int			n = 0;
 	ListCell   *lc;
 
+	occ_key_check_count(list_length(stmt->args), "SET LOCAL occ.key");
 	*hashes = palloc(sizeof(uint64) * list_length(stmt->args));
 	*keys = palloc(sizeof(char *) * list_length(stmt->args));
 	foreach(lc, stmt->args)
@@ -178,6 +179,7 @@ occ_client_keys(VariableSetStmt *stmt, uint64 **hashes, char ***keys)
 		char	   *key;
 		uint64		key_hash;
 
+		CHECK_FOR_INTERRUPTS();
 		one.args = list_make1(lfirst(lc));
 		key = ExtractSetVariableArgs(&one);
 		key_hash = occ_key_hash(key, "occ.key");
@@ -398,8 +400,14 @@ occ_client_xact_callback(XactEvent event, void *arg)
 		return;
 	switch (event)
 	{
+		case XACT_EVENT_PRE_PREPARE:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot PREPARE a transaction that has set occ.key"),
+					 errdetail("The gates of its keys would stay held by the prepared transaction until COMMIT PREPARED or ROLLBACK PREPARED, stopping every transaction of those keys meanwhile, and it would count as committed already."),
+					 errhint("Use occ.key in transactions that commit or roll back here; run a two-phase transaction without it.")));
+			break;
 		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PREPARE:	/* its gates go with it, as a commit's */
 			occ_client_end(true);
 			break;
 		case XACT_EVENT_ABORT:

@@ -13,6 +13,7 @@
 
 #include <limits.h>
 
+#include "access/parallel.h"
 #include "access/xact.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
@@ -135,12 +136,13 @@ occ_check_sqlstates(char **newval, void **extra, GucSource source)
  * through; any other way to set one (set_config(), a function's SET clause,
  * ALTER ROLE ... SET, the connection's options) would not queue the
  * transaction, so it is refused rather than ignored.  Resetting it is
- * always allowed.
+ * always allowed, and so is a parallel worker's restoring its leader's
+ * settings (the leader's transaction set the key, and queued).
  */
 static bool
 occ_check_key(char **newval, void **extra, GucSource source)
 {
-	if (**newval == '\0' || occ_client_setting_key)
+	if (**newval == '\0' || occ_client_setting_key || InitializingParallelWorker)
 		return true;
 	GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
 	GUC_check_errdetail("occ.key can only be set with SET LOCAL occ.key, sent by the client as the first statement of a transaction.");

@@ -197,6 +197,21 @@ occ_key_values(const OccRetrySpec *spec, bool with_text)
 }
 
 /*
+ * occ_key_check_count: a call or transaction gives nkeys keys (through
+ * what): no more than OCC_KEYS_MAX, a gate each, all held at once
+ */
+void
+occ_key_check_count(int nkeys, const char *what)
+{
+	if (nkeys > OCC_KEYS_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s gives %d contention keys, more than the %d allowed", what, nkeys, OCC_KEYS_MAX),
+				 errdetail("A transaction takes the gate of each of its keys and holds them all until it ends."),
+				 errhint("Give the keys of the rows that the transaction contends on, not of every row it touches.")));
+}
+
+/*
  * occ_key_given: the hashes of the keys the call gives (spec->keys), into
  * keys, which has room for spec->nkeys; returns their number
  */

@@ -90,7 +90,7 @@ PG_FUNCTION_INFO_V1(occ_last_retry);
 #define OCC_STATS_FILE PGSTAT_STAT_PERMANENT_DIRECTORY "/pg_occ.stat"
 #define OCC_STATS_FILE_MAGIC 0x4F435353 /* "OCSS" */
 #define OCC_STATS_FILE_FORMAT 2 /* of the header and entries below */
-#define OCC_PG_MAJOR (PG_VERSION_NUM / 100)
+#define OCC_PG_MAJOR (PG_VERSION_NUM / 100)	/* 1500 for 15: the major x 100 */
 
 /* What an entry counts */
 typedef enum OccStatsKind
@@ -576,8 +576,8 @@ occ_stats_load(void)
 		problem = "it is not a pg_occ statistics file";
 	else if (header.format != OCC_STATS_FILE_FORMAT || header.pg_major != OCC_PG_MAJOR)
 		problem = psprintf("it has format %u for PostgreSQL %u, not format %u for PostgreSQL %u",
-						   header.format, header.pg_major,
-						   OCC_STATS_FILE_FORMAT, OCC_PG_MAJOR);
+						   header.format, header.pg_major / 100,
+						   OCC_STATS_FILE_FORMAT, OCC_PG_MAJOR / 100);
 	else if (header.nentries < 0)
 		problem = "its number of entries is negative";
 	else

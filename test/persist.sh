@@ -101,7 +101,7 @@ format_99() { printf '\143' | dd of="$1" bs=1 seek=4 conv=notrunc status=none; }
 start_with "its checksum does not match" flip_byte
 start_with "it ends early" truncate_tail
 start_with "it is not a pg_occ statistics file" not_ours
-start_with "it has format 99 for PostgreSQL" format_99
+start_with "it has format 99 for PostgreSQL $("${PG_CONFIG:-pg_config}" --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/'), not" format_99
 
 # a crash saves nothing: a server process killed makes the postmaster
 # reinitialise shared memory, and occ.stats starts empty
