@@ -109,6 +109,23 @@ release_gate() {
     rm -f "$SESSIONS/holder.in"
 }
 
+# run_batch BODY FOLLOWER...: behind the gate's holder, L queues to lead
+# (after LEADER_SETUP, if set), then each FOLLOWER posts its call, all of
+# BODY; then the gate goes, and L takes them into its batch.  L's pid is
+# in $leader.
+run_batch() {
+    local body=$1 f
+    shift
+    hold_gate
+    caller L "$body" "" "${LEADER_SETUP:-}"
+    leader=$(queued L)
+    for f in "$@"; do
+        caller "$f" "$body"
+        posted "$f" >/dev/null
+    done
+    release_gate
+}
+
 # posted NAME: NAME waits in the batch queue; print its pid
 posted() { wait_for "$1" "wait_event_type = 'Extension'"; }
 
@@ -246,15 +263,8 @@ echo "batch_contract: a slow follower's statement_timeout ended its body, not th
 # the first batch of a key (its body time unknown): 20 ms bodies, 6
 # followers: L runs one, about 10 ms of bodies, and the others join again
 reset
-hold_gate
 body="SELECT pg_sleep(0.02); $LOG_BODY"
-caller L "$body"
-queued L >/dev/null
-for f in f1 f2 f3 f4 f5 f6; do
-    caller "$f" "$body"
-    posted "$f" >/dev/null
-done
-release_gate
+run_batch "$body" f1 f2 f3 f4 f5 f6
 for who in L f1 f2 f3 f4 f5 f6; do ended "$who" >/dev/null; done
 [ "$(sql "SELECT count(*) FROM log")" = 7 ] || fail "limits: not every call committed"
 [ "$(ran_by_leader)" = L,f1 ] || fail "limits: the first batch ran $(ran_by_leader)"
@@ -262,15 +272,8 @@ echo "batch_contract: a key's first batch ran about 10 ms of bodies"
 
 # --- 6. a cursor left open: f1 and f2 both open cursor c; each runs alone
 reset
-hold_gate
 body="SELECT open_c(\$1); $LOG_BODY"
-caller L "$body"
-queued L >/dev/null
-for f in f1 f2; do
-    caller "$f" "$body"
-    posted "$f" >/dev/null
-done
-release_gate
+run_batch "$body" f1 f2
 for who in L f1 f2; do
     grep -q "^\[{\"who\": \"$who\"}\]|" <<<"$(ended "$who")" || fail "cursor: $who: $(cat "$SESSIONS/$who.out")"
 done
@@ -293,17 +296,10 @@ sql "CREATE EXTENSION IF NOT EXISTS postgres_fdw;
        IF who = 'f1' THEN INSERT INTO far_ft VALUES (who); END IF;
      END \$\$" >/dev/null
 reset
-hold_gate
 body="SELECT far_write(\$1); $LOG_BODY"
 # (L connects to the loopback server first: f1's write, within the batch's
 # 10 ms, then does not wait for a connection)
-caller L "$body" "" "SELECT FROM far_ft"
-queued L >/dev/null
-for f in f1 f2; do
-    caller "$f" "$body"
-    posted "$f" >/dev/null
-done
-release_gate
+LEADER_SETUP="SELECT FROM far_ft" run_batch "$body" f1 f2
 for who in L f1 f2; do
     grep -q "^\[{\"who\": \"$who\"}\]|" <<<"$(ended "$who")" || fail "foreign: $who: $(cat "$SESSIONS/$who.out")"
 done
@@ -342,15 +338,8 @@ echo "batch_contract: a LISTEN in a function stayed in its caller's session; two
 # a follower's pg_advisory_unlock_all(): the leader holds its gate still
 # while it runs the next body (f2's, which pauses)
 reset
-hold_gate
 body="SELECT pg_advisory_unlock_all() WHERE \$1 = 'f1'; SELECT pause() WHERE \$1 = 'f2'; $LOG_BODY"
-caller L "$body"
-leader=$(queued L)
-for f in f1 f2; do
-    caller "$f" "$body"
-    posted "$f" >/dev/null
-done
-release_gate
+run_batch "$body" f1 f2
 until [ "$(sql "SELECT is_called FROM reached")" = t ]; do sleep 0.1; done
 held=$(sql "SELECT count(*) FROM pg_locks WHERE pid = $leader AND locktype = 'advisory' AND objsubid = 20291 AND granted")
 sql "SELECT setval('go', 1)" >/dev/null
@@ -366,15 +355,8 @@ echo "batch_contract: a follower's pg_advisory_unlock_all() left the leader its 
 reset
 open_session outsider -At
 step outsider "BEGIN; UPDATE side SET v = v + 1 WHERE id = 1;"
-hold_gate
 body="UPDATE side SET v = v + 1 WHERE id = 1 AND \$1 = 'f1'; $LOG_BODY"
-caller L "$body"
-queued L >/dev/null
-for f in f1 f2; do
-    caller "$f" "$body"
-    posted "$f" >/dev/null
-done
-release_gate
+run_batch "$body" f1 f2
 for who in L f2; do
     grep -q "^\[{\"who\": \"$who\"}\]|" <<<"$(ended "$who")" || fail "lock wait: $who: $(cat "$SESSIONS/$who.out")"
 done
@@ -387,24 +369,11 @@ grep -q '^\[{"who": "f1"}\]|' <<<"$(ended f1)" || fail "lock wait: f1: $(cat "$S
 [ "$(sql "SELECT v FROM side")" = 2 ] || fail "lock wait: side.v = $(sql "SELECT v FROM side")"
 echo "batch_contract: a follower's body that waited for a lock outside the batch ran alone; the batch did not wait"
 
-# tpcb-like without a key, 32 clients for 8 s
+# tpcb-like without a key, 32 clients for 8 s: the benchmark's script
 PGOPTIONS="-c client_min_messages=warning" pgbench -i -s 1 -q "$DB" >/dev/null 2>&1 || fail "pgbench -i"
-script=$SESSIONS/tpcb.sql
-cat >"$script" <<'SQL'
-\set aid random(1, 100000)
-\set bid 1
-\set tid random(1, 10)
-\set delta random(-5000, 5000)
-CALL occ.retry($body$
-    UPDATE pgbench_accounts SET abalance = abalance + $4 WHERE aid = $1;
-    SELECT abalance FROM pgbench_accounts WHERE aid = $1;
-    UPDATE pgbench_tellers SET tbalance = tbalance + $4 WHERE tid = $3;
-    UPDATE pgbench_branches SET bbalance = bbalance + $4 WHERE bid = $2;
-    INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES ($3, $2, $1, $4, CURRENT_TIMESTAMP)
-$body$, params => row(:aid, :bid, :tid, :delta), max_attempts => 1000, contention => 'batch');
-SQL
 sql "SELECT occ.stats_reset()" >/dev/null
-out=$(pgbench -n -d "$DB" -c 32 -j 2 -T 8 -f "$script" 2>&1) || fail "tpcb-like: $out"
+out=$(pgbench -n -d "$DB" -c 32 -j 2 -T 8 -f test/pgbench/tpcb_occ.sql -D scale=1 -D iso=serializable \
+          -D contention=batch -D keyprefix=NULL 2>&1) || fail "tpcb-like: $out"
 stats=$(sql "SELECT calls, commits, deadlocks, batched > 0 FROM occ.stats WHERE query LIKE '%pgbench_branches%'")
 IFS='|' read -r calls commits deadlocks batched <<<"$stats"
 [ "$calls" = "$commits" ] && [ "$batched" = t ] || fail "tpcb-like without a key: calls, commits, deadlocks, batched: $stats"

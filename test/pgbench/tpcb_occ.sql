@@ -2,7 +2,7 @@
 -- transaction at scale 1 with its parameters.  keyprefix NULL lets queue
 -- mode learn the keys; 'branch:' gives the best key by hand (every
 -- transaction updates its branch's row).
--- Variables: -D iso=... -D contention=queue|backoff -D keyprefix=NULL|"'branch:'"
+-- Variables: -D iso=... -D contention=queue|backoff|batch -D keyprefix=NULL|"'branch:'"
 \set aid random(1, 100000 * :scale)
 \set bid random(1, 1 * :scale)
 \set tid random(1, 10 * :scale)
