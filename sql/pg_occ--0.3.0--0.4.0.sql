@@ -10,8 +10,10 @@ REVOKE EXECUTE ON FUNCTION occ.gate(text) FROM PUBLIC;
 COMMENT ON FUNCTION occ.gate(text) IS
 'wait for the gate of key, the queue that occ.retry(..., contention => queue, key => key) uses, and hold it until the end of the current transaction (or the rollback of a savepoint set before it): for writers that do not go through occ.retry';
 
--- occ.retry's key takes one key or an array of keys: "any", read by the C
--- code by its type (the four forms are made again with it)
+-- occ.retry's key takes one key or an array of keys: anycompatible, read by
+-- the C code by its type (the four forms are made again with it); a
+-- driver's parameter of unknown type resolves to text, as it did for 0.3.0's
+-- key text ("any" left it unresolved: 42P18)
 DROP PROCEDURE occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, text);
 DROP PROCEDURE occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, text);
 DROP PROCEDURE occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, text);
@@ -29,11 +31,11 @@ CREATE PROCEDURE occ.retry(
     isolation    text             DEFAULT NULL,
     retry_on     text[]           DEFAULT NULL,
     contention   text             DEFAULT NULL,
-    key          "any"            DEFAULT NULL)
+    key          anycompatible    DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'occ_retry'
 LANGUAGE C;
 
-COMMENT ON PROCEDURE occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") IS
+COMMENT ON PROCEDURE occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible) IS
 'run sql as one transaction, and run it again whole after a serialization failure or deadlock: after a jittered backoff, or (contention => queue) in FIFO order on the gates of its keys (key: text or an array; without it, the keys are learned from the values of params that its failures concentrate on)';
 
 CREATE PROCEDURE occ.retry(
@@ -50,11 +52,11 @@ CREATE PROCEDURE occ.retry(
     isolation    text             DEFAULT NULL,
     retry_on     text[]           DEFAULT NULL,
     contention   text             DEFAULT NULL,
-    key          "any"            DEFAULT NULL)
+    key          anycompatible    DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'occ_retry'
 LANGUAGE C;
 
-COMMENT ON PROCEDURE occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") IS
+COMMENT ON PROCEDURE occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible) IS
 'occ.retry that also sets attempts (executions of sql, the first included) and slept (time spent sleeping)';
 
 CREATE PROCEDURE occ.retry(
@@ -70,11 +72,11 @@ CREATE PROCEDURE occ.retry(
     isolation    text             DEFAULT NULL,
     retry_on     text[]           DEFAULT NULL,
     contention   text             DEFAULT NULL,
-    key          "any"            DEFAULT NULL)
+    key          anycompatible    DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'occ_retry'
 LANGUAGE C;
 
-COMMENT ON PROCEDURE occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") IS
+COMMENT ON PROCEDURE occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible) IS
 'occ.retry that also sets result: the rows of the last statement of sql that returns rows, in the attempt that committed, as a jsonb array of objects (NULL if no statement returns rows)';
 
 CREATE PROCEDURE occ.retry(
@@ -92,11 +94,11 @@ CREATE PROCEDURE occ.retry(
     isolation    text             DEFAULT NULL,
     retry_on     text[]           DEFAULT NULL,
     contention   text             DEFAULT NULL,
-    key          "any"            DEFAULT NULL)
+    key          anycompatible    DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'occ_retry'
 LANGUAGE C;
 
-COMMENT ON PROCEDURE occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") IS
+COMMENT ON PROCEDURE occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible) IS
 'occ.retry that sets result, attempts and slept';
 
 -- occ.gate of several keys

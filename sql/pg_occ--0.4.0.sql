@@ -54,8 +54,10 @@ COMMENT ON FUNCTION occ.setseed(double precision) IS
 -- arguments, right after sql, and each set of outputs is a form of its own:
 -- CALL occ.retry('...') works everywhere, and the INOUT arguments one names
 -- are what the CALL returns: attempts and slept; result; or all three.
--- key is "any": one key (text, or any value as its text) or several (an
--- array), whose gates are taken in one global order.
+-- key is anycompatible: one key (text, or any value as its text) or several
+-- (an array), whose gates are taken in one global order.  A literal or a
+-- driver's parameter of unknown type resolves to text ("any" left a
+-- parameter unresolved: 42P18, where 0.3.0's key text took it).
 CREATE PROCEDURE occ.retry(
     sql          text,
     params       record           DEFAULT NULL,
@@ -68,11 +70,11 @@ CREATE PROCEDURE occ.retry(
     isolation    text             DEFAULT NULL,
     retry_on     text[]           DEFAULT NULL,
     contention   text             DEFAULT NULL,
-    key          "any"            DEFAULT NULL)
+    key          anycompatible    DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'occ_retry'
 LANGUAGE C;
 
-COMMENT ON PROCEDURE occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") IS
+COMMENT ON PROCEDURE occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible) IS
 'run sql as one transaction, and run it again whole after a serialization failure or deadlock: after a jittered backoff, or (contention => queue) in FIFO order on the gates of its keys (key: text or an array; without it, the keys are learned from the values of params that its failures concentrate on)';
 
 CREATE PROCEDURE occ.retry(
@@ -89,11 +91,11 @@ CREATE PROCEDURE occ.retry(
     isolation    text             DEFAULT NULL,
     retry_on     text[]           DEFAULT NULL,
     contention   text             DEFAULT NULL,
-    key          "any"            DEFAULT NULL)
+    key          anycompatible    DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'occ_retry'
 LANGUAGE C;
 
-COMMENT ON PROCEDURE occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") IS
+COMMENT ON PROCEDURE occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible) IS
 'occ.retry that also sets attempts (executions of sql, the first included) and slept (time spent sleeping)';
 
 CREATE PROCEDURE occ.retry(
@@ -109,11 +111,11 @@ CREATE PROCEDURE occ.retry(
     isolation    text             DEFAULT NULL,
     retry_on     text[]           DEFAULT NULL,
     contention   text             DEFAULT NULL,
-    key          "any"            DEFAULT NULL)
+    key          anycompatible    DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'occ_retry'
 LANGUAGE C;
 
-COMMENT ON PROCEDURE occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") IS
+COMMENT ON PROCEDURE occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible) IS
 'occ.retry that also sets result: the rows of the last statement of sql that returns rows, in the attempt that committed, as a jsonb array of objects (NULL if no statement returns rows)';
 
 CREATE PROCEDURE occ.retry(
@@ -131,11 +133,11 @@ CREATE PROCEDURE occ.retry(
     isolation    text             DEFAULT NULL,
     retry_on     text[]           DEFAULT NULL,
     contention   text             DEFAULT NULL,
-    key          "any"            DEFAULT NULL)
+    key          anycompatible    DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'occ_retry'
 LANGUAGE C;
 
-COMMENT ON PROCEDURE occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") IS
+COMMENT ON PROCEDURE occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible) IS
 'occ.retry that sets result, attempts and slept';
 
 CREATE FUNCTION occ.attempt()

@@ -11,6 +11,8 @@
 //     statement as jsonb, which node-postgres parses to an array of objects
 //     ([] for no rows, null when no statement returns rows); the combined
 //     form returns result, attempts and slept;
+//   - key => $2 works with a string (sent untyped: it is a text key) and an
+//     array cast to text[];
 //   - a give-up is an error with code '40001' and the detail "occ.retry gave
 //     up after N attempts.", and the connection still works;
 //   - inside BEGIN the CALL fails with 25001 and a hint that names autocommit;
@@ -142,6 +144,18 @@ async function main() {
   r = await conn.query('SELECT attempts, outcome FROM occ.last_retry()');
   check("after a give-up the connection still works: occ.last_retry() = (2, 'gave up')",
         r.rows[0].attempts === 2 && r.rows[0].outcome === 'gave up', r.rows[0]);
+
+  // --- key => $2: the driver's key parameter, sent untyped -------------------
+  // node-postgres sends every parameter as unknown; key resolves it to text
+  // (0.4.0's "any" left it unresolved: 42P18)
+  r = await conn.query("CALL occ.retry($1, result => NULL, contention => 'queue', key => $2)",
+                       ['SELECT 1 AS one', 'hot:1']);
+  check('key => $2 with a string (sent untyped) is a text key',
+        JSON.stringify(r.rows[0].result) === '[{"one":1}]', r.rows[0].result);
+  r = await conn.query("CALL occ.retry($1, result => NULL, contention => 'queue', key => $2::text[])",
+                       ['SELECT 1 AS one', ['hot:1', 'hot:2']]);
+  check('key => $2::text[] with an array gives several keys',
+        JSON.stringify(r.rows[0].result) === '[{"one":1}]', r.rows[0].result);
 
   // --- inside BEGIN: 25001 with a hint ----------------------------------------
   await conn.query('BEGIN');

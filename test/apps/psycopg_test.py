@@ -11,6 +11,8 @@
 #     statement as jsonb, which psycopg decodes to a list of dicts ([] for no
 #     rows, None when no statement returns rows), from the attempt that
 #     committed; the combined form returns (result, attempts, slept);
+#   - key => %s works with a str (sent untyped: it is a text key), a list
+#     cast to text[] and an int;
 #   - a give-up is psycopg.errors.SerializationFailure with the detail
 #     "occ.retry gave up after N attempts.", and the connection still works;
 #   - on a default (non-autocommit) connection the CALL fails with 25001
@@ -155,6 +157,19 @@ except errors.SerializationFailure as e:
           "occ.retry gave up after 2 attempts." in (e.diag.message_detail or ""), e.diag.message_detail)
 last = conn.execute("SELECT attempts, outcome FROM occ.last_retry()").fetchone()
 check("after a give-up the connection still works: occ.last_retry() = (2, 'gave up')", last == (2, "gave up"), last)
+
+# --- key => %s: the driver's key parameter, sent untyped -------------------
+# psycopg sends a str as unknown; key resolves it to text (0.4.0's "any" left
+# it unresolved: 42P18, could not determine the data type of parameter $2)
+res, = conn.execute("CALL occ.retry(%s, result => NULL, contention => 'queue', key => %s)",
+                    ["SELECT n FROM hot WHERE id = 1", "hot:1"]).fetchone()
+check("key => %s with a str (sent untyped) is a text key", isinstance(res, list) and len(res) == 1, res)
+res, = conn.execute("CALL occ.retry(%s, result => NULL, contention => 'queue', key => %s::text[])",
+                    ["SELECT 1 AS one", ["hot:1", "hot:2"]]).fetchone()
+check("key => %s::text[] with a list gives several keys", res == [{"one": 1}], res)
+res, = conn.execute("CALL occ.retry(%s, result => NULL, contention => 'queue', key => %s)",
+                    ["SELECT 1 AS one", 7]).fetchone()
+check("key => %s with an int (smallint) is a key", res == [{"one": 1}], res)
 
 # --- a default connection is in a transaction: 25001 with a hint -----------
 with connect() as tx:

@@ -110,10 +110,10 @@ SELECT results_eq(
               ('function occ.backoff(integer,interval,interval,text,double precision,interval,double precision)'),
               ('function occ.gate(text)'), ('function occ.gate(text[])'), ('function occ.key_stats(boolean)'), ('function occ.last_retry()'),
               -- PostgreSQL 15 describes procedures as functions too
-              ('function occ.retry(text,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,"any")'),
-              ('function occ.retry(text,jsonb,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,"any")'),
-              ('function occ.retry(text,jsonb,record,integer,interval,interval,text,double precision,interval,text,text[],text,"any")'),
-              ('function occ.retry(text,record,integer,interval,interval,text,double precision,interval,text,text[],text,"any")'),
+              ('function occ.retry(text,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,anycompatible)'),
+              ('function occ.retry(text,jsonb,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,anycompatible)'),
+              ('function occ.retry(text,jsonb,record,integer,interval,interval,text,double precision,interval,text,text[],text,anycompatible)'),
+              ('function occ.retry(text,record,integer,interval,interval,text,double precision,interval,text,text[],text,anycompatible)'),
               ('function occ.setseed(double precision)'), ('function occ.stats(boolean)'),
               ('function occ.stats_info()'), ('function occ.stats_reset()'),
               ('schema occ'), ('view occ.key_stats'), ('view occ.stats'), ('view occ.stats_info') $$,
@@ -171,108 +171,108 @@ SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.setseed(double preci
 -- occ.retry, form 1: CALL occ.retry(sql [, params, max_attempts, ...])
 ------------------------------------------------------------------------
 SELECT has_function('occ', 'retry',
-    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
-    'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") exists');
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
+    'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible) exists');
 SELECT is_procedure('occ', 'retry',
-    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
     'occ.retry (form 1) is a procedure');
 SELECT isnt_strict('occ', 'retry',
-    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
     'occ.retry (form 1) is not strict (params defaults to NULL)');
 SELECT function_lang_is('occ', 'retry',
-    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
     'c', 'occ.retry (form 1) is written in C');
 SELECT is((SELECT proargnames FROM pg_proc
-            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
+            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)'::regprocedure),
           ARRAY['sql', 'params', 'max_attempts', 'base', 'cap', 'jitter', 'factor', 'max_duration', 'isolation', 'retry_on',
                 'contention', 'key'],
           'occ.retry (form 1) argument names');
 SELECT is((SELECT proargmodes FROM pg_proc
-            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
+            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)'::regprocedure),
           NULL, 'occ.retry (form 1) has only IN arguments');
 SELECT is((SELECT pronargdefaults::int FROM pg_proc
-            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
+            WHERE oid = 'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)'::regprocedure),
           11, 'occ.retry (form 1): every argument but sql has a default');
 
 ------------------------------------------------------------------------
 -- occ.retry, form 2: CALL occ.retry(sql, attempts => a, slept => s, ...)
 ------------------------------------------------------------------------
 SELECT has_function('occ', 'retry',
-    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
-    'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") exists');
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
+    'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible) exists');
 SELECT is_procedure('occ', 'retry',
-    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
     'occ.retry (form 2) is a procedure');
 SELECT isnt_strict('occ', 'retry',
-    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
     'occ.retry (form 2) is not strict');
 SELECT function_lang_is('occ', 'retry',
-    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
     'c', 'occ.retry (form 2) is written in C');
 SELECT is((SELECT proargnames FROM pg_proc
-            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
+            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)'::regprocedure),
           ARRAY['sql', 'attempts', 'slept', 'params', 'max_attempts', 'base', 'cap', 'jitter', 'factor', 'max_duration', 'isolation', 'retry_on',
                 'contention', 'key'],
           'occ.retry (form 2) argument names');
 SELECT is((SELECT proargmodes::text FROM pg_proc
-            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
+            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)'::regprocedure),
           '{i,b,b,i,i,i,i,i,i,i,i,i,i,i}', 'occ.retry (form 2): attempts and slept are INOUT, the rest IN');
 SELECT is((SELECT pronargdefaults::int FROM pg_proc
-            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
+            WHERE oid = 'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)'::regprocedure),
           11, 'occ.retry (form 2): sql, attempts and slept are required, the rest have defaults');
 
 ------------------------------------------------------------------------
 -- occ.retry, form 3: CALL occ.retry(sql, result => r, ...)
 ------------------------------------------------------------------------
 SELECT has_function('occ', 'retry',
-    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
-    'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") exists');
+    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
+    'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible) exists');
 SELECT is_procedure('occ', 'retry',
-    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
     'occ.retry (form 3) is a procedure');
 SELECT isnt_strict('occ', 'retry',
-    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
     'occ.retry (form 3) is not strict (result is passed as NULL)');
 SELECT function_lang_is('occ', 'retry',
-    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
     'c', 'occ.retry (form 3) is written in C');
 SELECT is((SELECT proargnames FROM pg_proc
-            WHERE oid = 'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
+            WHERE oid = 'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)'::regprocedure),
           ARRAY['sql', 'result', 'params', 'max_attempts', 'base', 'cap', 'jitter', 'factor', 'max_duration', 'isolation',
                 'retry_on', 'contention', 'key'],
           'occ.retry (form 3) argument names');
 SELECT is((SELECT proargmodes::text FROM pg_proc
-            WHERE oid = 'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
+            WHERE oid = 'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)'::regprocedure),
           '{i,b,i,i,i,i,i,i,i,i,i,i,i}', 'occ.retry (form 3): result is INOUT, the rest IN');
 SELECT is((SELECT pronargdefaults::int FROM pg_proc
-            WHERE oid = 'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
+            WHERE oid = 'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)'::regprocedure),
           11, 'occ.retry (form 3): sql and result are required, the rest have defaults');
 
 ------------------------------------------------------------------------
 -- occ.retry, form 4: CALL occ.retry(sql, result => r, attempts => a, slept => s, ...)
 ------------------------------------------------------------------------
 SELECT has_function('occ', 'retry',
-    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
-    'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any") exists');
+    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
+    'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible) exists');
 SELECT is_procedure('occ', 'retry',
-    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
     'occ.retry (form 4) is a procedure');
 SELECT isnt_strict('occ', 'retry',
-    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
     'occ.retry (form 4) is not strict');
 SELECT function_lang_is('occ', 'retry',
-    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
     'c', 'occ.retry (form 4) is written in C');
 SELECT is((SELECT proargnames FROM pg_proc
-            WHERE oid = 'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
+            WHERE oid = 'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)'::regprocedure),
           ARRAY['sql', 'result', 'attempts', 'slept', 'params', 'max_attempts', 'base', 'cap', 'jitter', 'factor', 'max_duration',
                 'isolation', 'retry_on', 'contention', 'key'],
           'occ.retry (form 4) argument names');
 SELECT is((SELECT proargmodes::text FROM pg_proc
-            WHERE oid = 'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
+            WHERE oid = 'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)'::regprocedure),
           '{i,b,b,b,i,i,i,i,i,i,i,i,i,i,i}', 'occ.retry (form 4): result, attempts and slept are INOUT, the rest IN');
 SELECT is((SELECT pronargdefaults::int FROM pg_proc
-            WHERE oid = 'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure),
+            WHERE oid = 'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)'::regprocedure),
           11, 'occ.retry (form 4): sql, result, attempts and slept are required, the rest have defaults');
 
 ------------------------------------------------------------------------
@@ -326,7 +326,7 @@ SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regname
           'occ.gate has two forms: one key, several keys');
 
 ------------------------------------------------------------------------
--- occ.gate(keys text[]) -> void, and occ.retry's key: "any"
+-- occ.gate(keys text[]) -> void, and occ.retry's key: anycompatible
 ------------------------------------------------------------------------
 SELECT has_function('occ', 'gate', ARRAY['text[]'], 'occ.gate(text[]) exists');
 SELECT function_returns('occ', 'gate', ARRAY['text[]'], 'void', 'occ.gate(text[]) returns void');
@@ -337,8 +337,8 @@ SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.gate(text[])'::regpr
 SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.gate(text[])'::regprocedure),
           ARRAY['keys'], 'occ.gate(text[]) argument is named keys');
 SELECT is((SELECT count(*)::int FROM pg_proc p, unnest(p.proargnames, p.proargtypes::oid[]) AS a(name, type)
-            WHERE p.pronamespace = 'occ'::regnamespace AND p.proname = 'retry' AND a.name = 'key' AND a.type = '"any"'::regtype),
-          4, 'the key argument of the four forms of occ.retry is "any" (one key or an array)');
+            WHERE p.pronamespace = 'occ'::regnamespace AND p.proname = 'retry' AND a.name = 'key' AND a.type = 'anycompatible'::regtype),
+          4, 'the key argument of the four forms of occ.retry is anycompatible (one key or an array; unknown resolves to text)');
 SELECT lives_ok($$ SELECT occ.gate(ARRAY['tap:a', 'tap:b', 'tap:a']) $$,
                 'occ.gate takes several keys, a repeated one once');
 SELECT throws_ok($$ SELECT occ.gate('{}'::text[]) $$, '22023', 'keys must not be empty',
@@ -583,13 +583,13 @@ SELECT ok(length(obj_description('occ.backoff(integer, interval, interval, text,
           'occ.backoff has a comment');
 SELECT ok(length(obj_description('occ.setseed(double precision)'::regprocedure, 'pg_proc')) > 0,
           'occ.setseed has a comment');
-SELECT ok(length(obj_description('occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure, 'pg_proc')) > 0,
+SELECT ok(length(obj_description('occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)'::regprocedure, 'pg_proc')) > 0,
           'occ.retry (form 1) has a comment');
-SELECT ok(length(obj_description('occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure, 'pg_proc')) > 0,
+SELECT ok(length(obj_description('occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)'::regprocedure, 'pg_proc')) > 0,
           'occ.retry (form 2) has a comment');
-SELECT ok(length(obj_description('occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure, 'pg_proc')) > 0,
+SELECT ok(length(obj_description('occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)'::regprocedure, 'pg_proc')) > 0,
           'occ.retry (form 3) has a comment');
-SELECT ok(length(obj_description('occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")'::regprocedure, 'pg_proc')) > 0,
+SELECT ok(length(obj_description('occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)'::regprocedure, 'pg_proc')) > 0,
           'occ.retry (form 4) has a comment');
 SELECT is((SELECT count(DISTINCT obj_description(oid, 'pg_proc'))::int FROM pg_proc
             WHERE pronamespace = 'occ'::regnamespace AND proname = 'retry'), 4,

@@ -33,16 +33,16 @@ SELECT function_privs_are('occ', 'backoff',
 SELECT function_privs_are('occ', 'setseed', ARRAY['double precision'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.setseed');
 SELECT function_privs_are('occ', 'retry',
-    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    ARRAY['text', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.retry (form 1)');
 SELECT function_privs_are('occ', 'retry',
-    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    ARRAY['text', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.retry (form 2)');
 SELECT function_privs_are('occ', 'retry',
-    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    ARRAY['text', 'jsonb', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.retry (form 3)');
 SELECT function_privs_are('occ', 'retry',
-    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', '"any"'],
+    ARRAY['text', 'jsonb', 'integer', 'interval', 'record', 'integer', 'interval', 'interval', 'text', 'double precision', 'interval', 'text', 'text[]', 'text', 'anycompatible'],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.retry (form 4)');
 SELECT function_privs_are('occ', 'attempt', ARRAY[]::name[],
     'public', ARRAY['EXECUTE'], 'PUBLIC may execute occ.attempt');
@@ -64,16 +64,16 @@ SELECT ok(has_function_privilege('occ_tap_user',
               'occ.backoff(integer, interval, interval, text, double precision, interval, double precision)', 'EXECUTE'),
           'an ordinary role may execute occ.backoff');
 SELECT ok(has_function_privilege('occ_tap_user',
-              'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")', 'EXECUTE'),
+              'occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)', 'EXECUTE'),
           'an ordinary role may execute occ.retry (form 1)');
 SELECT ok(has_function_privilege('occ_tap_user',
-              'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")', 'EXECUTE'),
+              'occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)', 'EXECUTE'),
           'an ordinary role may execute occ.retry (form 2)');
 SELECT ok(has_function_privilege('occ_tap_user',
-              'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")', 'EXECUTE'),
+              'occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)', 'EXECUTE'),
           'an ordinary role may execute occ.retry (form 3)');
 SELECT ok(has_function_privilege('occ_tap_user',
-              'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")', 'EXECUTE'),
+              'occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)', 'EXECUTE'),
           'an ordinary role may execute occ.retry (form 4)');
 SELECT ok(has_function_privilege('occ_tap_user', 'occ.attempt()', 'EXECUTE'),
           'an ordinary role may execute occ.attempt');
@@ -184,10 +184,10 @@ RESET ROLE;
 -- rolled back with the rest)
 ------------------------------------------------------------------------
 REVOKE EXECUTE ON PROCEDURE
-    occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any"),
-    occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any"),
-    occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any"),
-    occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, "any")
+    occ.retry(text, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible),
+    occ.retry(text, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible),
+    occ.retry(text, jsonb, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible),
+    occ.retry(text, jsonb, integer, interval, record, integer, interval, interval, text, double precision, interval, text, text[], text, anycompatible)
     FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION occ.attempt() FROM PUBLIC;
 SET LOCAL ROLE occ_tap_user;

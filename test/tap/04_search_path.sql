@@ -18,10 +18,10 @@ SELECT is(
            WHERE p.pronamespace = 'occ'::regnamespace AND p.pronargdefaults > 0
            ORDER BY p.oid::regprocedure::text COLLATE "C"),
     ARRAY['occ.backoff(integer,interval,interval,text,double precision,interval,double precision)',
-          'occ.retry(text,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,"any")',
-          'occ.retry(text,jsonb,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,"any")',
-          'occ.retry(text,jsonb,record,integer,interval,interval,text,double precision,interval,text,text[],text,"any")',
-          'occ.retry(text,record,integer,interval,interval,text,double precision,interval,text,text[],text,"any")'],
+          'occ.retry(text,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,anycompatible)',
+          'occ.retry(text,jsonb,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,anycompatible)',
+          'occ.retry(text,jsonb,record,integer,interval,interval,text,double precision,interval,text,text[],text,anycompatible)',
+          'occ.retry(text,record,integer,interval,interval,text,double precision,interval,text,text[],text,anycompatible)'],
     'the routines with defaults are occ.backoff and the four forms of occ.retry');
 SELECT is(
     (SELECT count(*)::int
