@@ -42,6 +42,15 @@ CALL kcall(1); CALL kcall(2); CALL kcall(3); CALL kcall(4);
 CALL kcall(5); CALL kcall(6); CALL kcall(7); CALL kcall(8);
 CALL kcall(42);
 SELECT learned_key FROM occ.stats WHERE query LIKE '%kcounter%';
+-- learned_key carries parameter values: a role with pg_read_all_stats
+-- sees another role's positions, not its values (as pg_stat_statements
+-- normalises constants); the role that called sees them
+CREATE ROLE occ_keys_reader;
+GRANT pg_read_all_stats TO occ_keys_reader;
+SET ROLE occ_keys_reader;
+SELECT learned_key FROM occ.stats WHERE query LIKE '%kcounter%';
+RESET ROLE;
+DROP ROLE occ_keys_reader;
 -- from now on a call that carries 42 takes the gate of (body, 42) before its
 -- first attempt (and commits at once); a call that does not runs ungated
 SET client_min_messages = notice;

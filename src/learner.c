@@ -530,11 +530,12 @@ occ_learner_keys(uint64 body, const OccKeyValues *values, uint64 *keys)
 
 /*
  * occ_learner_describe: what the learner decided for a body of a role in a
- * database, for occ.stats: "$2 = 42" for each hot pair, "body" when the body is
- * hot, NULL when nothing is
+ * database, for occ.stats: "$2 = 42" for each hot pair ("$2" without values:
+ * for roles other than the caller's, values are what pg_stat_statements
+ * normalises away), "body" when the body is hot, NULL when nothing is
  */
 char *
-occ_learner_describe(Oid userid, Oid dbid, uint64 body)
+occ_learner_describe(Oid userid, Oid dbid, uint64 body, bool values)
 {
 	OccLearnBody *set;
 	OccLearnBody *slot;
@@ -553,8 +554,12 @@ occ_learner_describe(Oid userid, Oid dbid, uint64 body)
 		for (int i = 0; i < OCC_LEARN_VALUES; i++)
 			if (slot->pairs[i].position > 0 && !slot->pairs[i].constant &&
 				(slot->pairs[i].hot || slot->pairs[i].value_hot))
-				appendStringInfo(&s, "%s$%d = %s", s.len > 0 ? ", " : "",
-								 slot->pairs[i].position, slot->pairs[i].text);
+			{
+				appendStringInfo(&s, "%s$%d", s.len > 0 ? ", " : "",
+								 slot->pairs[i].position);
+				if (values)
+					appendStringInfo(&s, " = %s", slot->pairs[i].text);
+			}
 	}
 	LWLockRelease(occ_learn_lock(set));
 	if (s.len == 0)

@@ -327,7 +327,7 @@ extern bool occ_learner_knows(uint64 body);
 extern void occ_learner_observe(uint64 body, const OccKeyValues *values,
 								bool gated, bool failed);
 extern int	occ_learner_keys(uint64 body, const OccKeyValues *values, uint64 *keys);
-extern char *occ_learner_describe(Oid userid, Oid dbid, uint64 body);
+extern char *occ_learner_describe(Oid userid, Oid dbid, uint64 body, bool values);
 
 /* gate.c: the gates of a call's keys, taken in one global order */
 typedef struct OccGates OccGates;

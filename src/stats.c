@@ -24,11 +24,15 @@
  * postmaster writes them at exit to pg_stat/pg_occ.stat (a temporary file
  * renamed into place) and the next start reads them back and removes the
  * file.  A crash writes nothing (the postmaster then resets shared memory
- * with a nonzero exit code), and the file was removed when it was read: after
- * a crash occ.stats starts empty.  The file has a magic number, a format
- * version, the PostgreSQL major version and a CRC; a file that is not ours,
- * of another version or damaged is ignored with a LOG line, and occ.stats
- * starts empty.
+ * with a nonzero exit code), nor does an immediate shutdown (which exits
+ * cleanly, but leaves pg_control saying the server was in production: the
+ * next start recovers, as after a crash), and the file was removed when it
+ * was read: after a crash occ.stats starts empty.  The file has a magic
+ * number, a format version, the PostgreSQL major version, a fingerprint of
+ * the entries' layout and a CRC; a file that is not ours, of another version
+ * or layout, or damaged is ignored with a LOG line, and occ.stats starts
+ * empty.  When it holds more entries than occ.stats_max (lowered since), the
+ * most called are kept, and the others counted as evicted.
  *
  * occ.stats_info also shows the server-wide retry budget (budget.c).
  *
@@ -42,7 +46,10 @@
 
 #include "access/htup_details.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_control.h"
 #include "catalog/pg_type.h"
+#include "common/controldata_utils.h"
+#include "common/hashfn.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
@@ -57,6 +64,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
@@ -157,6 +165,7 @@ typedef struct OccStatsFileHeader
 	uint32		magic;			/* OCC_STATS_FILE_MAGIC */
 	uint32		format;			/* OCC_STATS_FILE_FORMAT */
 	uint32		pg_major;		/* OCC_PG_MAJOR */
+	uint32		layout;			/* occ_stats_layout() */
 	int32		nentries;
 	int64		dealloc;
 	TimestampTz stats_reset;
@@ -445,11 +454,61 @@ occ_read(FILE *file, void *data, size_t len, pg_crc32c *crc)
 }
 
 /*
+ * occ_stats_layout: a fingerprint of the sizes and offsets of what the file
+ * holds, so that a build that changes them without bumping
+ * OCC_STATS_FILE_FORMAT reads no garbage with a valid CRC (fields of one
+ * type swapped would still pass: the format number is for those)
+ */
+static uint32
+occ_stats_layout(void)
+{
+	const uint32 parts[] = {
+		sizeof(OccStatsFileHeader), sizeof(OccStatsFileEntry),
+		sizeof(OccStatsKey), offsetof(OccStatsKey, kind),
+		sizeof(OccCounters), offsetof(OccCounters, total_sleep_time),
+		offsetof(OccCounters, queued), offsetof(OccCounters, total_time),
+		offsetof(OccCounters, hist), offsetof(OccCounters, batched),
+		OCC_HIST_BUCKETS, OCC_QUERY_TEXT_MAX
+	};
+
+	return hash_bytes((const unsigned char *) parts, sizeof(parts));
+}
+
+/*
+ * occ_stats_shut_down_cleanly: whether pg_control says the server shut down
+ * cleanly.  An immediate shutdown exits the postmaster with code 0 like a
+ * fast one, but leaves pg_control "in production" and the next start
+ * recovers, as after a crash: its counters are not saved either.
+ */
+static bool
+occ_stats_shut_down_cleanly(void)
+{
+	bool		clean = false;
+
+	PG_TRY();
+	{
+		bool		crc_ok;
+		ControlFileData *control = get_controlfile(DataDir, &crc_ok);
+
+		clean = crc_ok && (control->state == DB_SHUTDOWNED ||
+						   control->state == DB_SHUTDOWNED_IN_RECOVERY);
+	}
+	PG_CATCH();
+	{
+		/* at exit, an error is a LOG line: then save nothing */
+		EmitErrorReport();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	return clean;
+}
+
+/*
  * occ_stats_save: on_shmem_exit callback of the postmaster: write every
  * entry to OCC_STATS_FILE, through a temporary file renamed into place so
  * that the old file is replaced whole or not at all.  Not after a crash
- * (code != 0), when shared memory may be inconsistent.  Nothing else runs
- * by then, so no lock is taken.
+ * (code != 0), when shared memory may be inconsistent, nor after an
+ * immediate shutdown.  Nothing else runs by then, so no lock is taken.
  */
 static void
 occ_stats_save(int code, Datum arg)
@@ -462,7 +521,8 @@ occ_stats_save(int code, Datum arg)
 	pg_crc32c	crc;
 	bool		ok;
 
-	if (code != 0 || occ_shared == NULL || occ_hash == NULL)
+	if (code != 0 || occ_shared == NULL || occ_hash == NULL ||
+		!occ_stats_shut_down_cleanly())
 		return;
 	file = AllocateFile(tmp, PG_BINARY_W);
 	if (file == NULL)
@@ -472,6 +532,7 @@ occ_stats_save(int code, Datum arg)
 	header.magic = OCC_STATS_FILE_MAGIC;
 	header.format = OCC_STATS_FILE_FORMAT;
 	header.pg_major = OCC_PG_MAJOR;
+	header.layout = occ_stats_layout();
 	header.nentries = hash_get_num_entries(occ_hash);
 	header.dealloc = occ_shared->dealloc;
 	header.stats_reset = occ_shared->stats_reset;
@@ -509,35 +570,52 @@ error:
 	unlink(tmp);
 }
 
+/* An entry read from the file, before it goes into the table */
+typedef struct OccStatsLoaded
+{
+	OccStatsFileEntry e;
+	char	   *query;
+} OccStatsLoaded;
+
+/* occ_cmp_loaded_calls: qsort order of loaded entries, most calls first */
+static int
+occ_cmp_loaded_calls(const void *a, const void *b)
+{
+	int64		ca = ((const OccStatsLoaded *) a)->e.counters.calls;
+	int64		cb = ((const OccStatsLoaded *) b)->e.counters.calls;
+
+	return (cb > ca) - (cb < ca);
+}
+
 /*
- * occ_stats_load_entries: read the entries that follow header in file into
- * the table, and check the CRC that ends the file.  Returns NULL when the
- * file is whole, else why it is not (for a LOG line); ferror() then tells
- * an I/O error from a file that ends early.
+ * occ_stats_read_entries: read the entries that follow header in file, and
+ * check the CRC that ends the file.  Returns NULL when the file is whole
+ * (the entries in *loaded, their number in *n), else why it is not (for a
+ * LOG line); ferror() then tells an I/O error from a file that ends early.
+ * The array grows as entries are read: a damaged count allocates nothing.
  */
 static const char *
-occ_stats_load_entries(FILE *file, const OccStatsFileHeader *header, pg_crc32c crc)
+occ_stats_read_entries(FILE *file, const OccStatsFileHeader *header, pg_crc32c crc,
+					   OccStatsLoaded **loaded, int32 *n)
 {
 	pg_crc32c	stored;
-	char		query[OCC_QUERY_TEXT_MAX];
+	int32		size = 16;
 
-	for (int32 i = 0; i < header->nentries; i++)
+	*loaded = palloc(sizeof(OccStatsLoaded) * size);
+	for (*n = 0; *n < header->nentries; (*n)++)
 	{
-		OccStatsFileEntry e;
-		OccStatsEntry *entry;
+		OccStatsLoaded *l;
 
-		if (!occ_read(file, &e, sizeof(e), &crc))
+		if (*n == size)
+			*loaded = repalloc(*loaded, sizeof(OccStatsLoaded) * (size *= 2));
+		l = &(*loaded)[*n];
+		if (!occ_read(file, &l->e, sizeof(l->e), &crc))
 			return "it ends early";
-		if (e.query_len < 0 || e.query_len >= OCC_QUERY_TEXT_MAX)
+		if (l->e.query_len < 0 || l->e.query_len >= OCC_QUERY_TEXT_MAX)
 			return "an entry's length is out of range";
-		if (!occ_read(file, query, e.query_len, &crc))
+		l->query = palloc(l->e.query_len);
+		if (!occ_read(file, l->query, l->e.query_len, &crc))
 			return "it ends early";
-		if (hash_search(occ_hash, &e.key, HASH_FIND, NULL) != NULL)
-			return "an entry appears twice";
-		entry = occ_entry_enter(&e.key, query, e.query_len);
-		if (entry == NULL)
-			return "there is no room for its entries";
-		entry->counters = e.counters;
 	}
 	FIN_CRC32C(crc);
 	if (fread(&stored, sizeof(stored), 1, file) != 1)
@@ -545,6 +623,43 @@ occ_stats_load_entries(FILE *file, const OccStatsFileHeader *header, pg_crc32c c
 	if (stored != crc || fgetc(file) != EOF)
 		return "its checksum does not match";
 	return NULL;
+}
+
+/*
+ * occ_stats_load_entries: read the entries of a file whose header was read,
+ * and put them in the table, the most called first: when occ.stats_max was
+ * lowered since they were saved, those that do not fit count as evicted.
+ * Returns NULL, or why the file is ignored.
+ */
+static const char *
+occ_stats_load_entries(FILE *file, const OccStatsFileHeader *header, pg_crc32c crc)
+{
+	MemoryContext context = AllocSetContextCreate(CurrentMemoryContext, "pg_occ statistics file",
+												  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(context);
+	OccStatsLoaded *loaded;
+	int32		n;
+	const char *problem = occ_stats_read_entries(file, header, crc, &loaded, &n);
+
+	if (problem == NULL)
+		qsort(loaded, n, sizeof(OccStatsLoaded), occ_cmp_loaded_calls);
+	for (int32 i = 0; problem == NULL && i < n; i++)
+	{
+		OccStatsEntry *entry;
+
+		if (hash_search(occ_hash, &loaded[i].e.key, HASH_FIND, NULL) != NULL)
+			problem = "an entry appears twice";
+		else if (i >= occ_stats_max)
+			occ_shared->dealloc++;
+		else if ((entry = occ_entry_enter(&loaded[i].e.key, loaded[i].query,
+										  loaded[i].e.query_len)) == NULL)
+			problem = "there is no room for its entries";
+		else
+			entry->counters = loaded[i].e.counters;
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(context);
+	return problem;
 }
 
 /*
@@ -578,6 +693,8 @@ occ_stats_load(void)
 		problem = psprintf("it has format %u for PostgreSQL %u, not format %u for PostgreSQL %u",
 						   header.format, header.pg_major / 100,
 						   OCC_STATS_FILE_FORMAT, OCC_PG_MAJOR / 100);
+	else if (header.layout != occ_stats_layout())
+		problem = "another build of pg_occ, with another layout of entries, wrote it";
 	else if (header.nentries < 0)
 		problem = "its number of entries is negative";
 	else
@@ -744,8 +861,11 @@ occ_stats_columns(const OccStatsEntry *entry, const OccCounters *c, bool visible
 												  sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	if (natts == OCC_STATS_COLS)
 	{
+		/* values only to the role itself: others see the positions */
+		bool		own = entry->key.userid == GetUserId() || superuser();
 		char	   *learned = visible ?
-			occ_learner_describe(entry->key.userid, entry->key.dbid, entry->key.queryid) : NULL;
+			occ_learner_describe(entry->key.userid, entry->key.dbid, entry->key.queryid,
+								 own) : NULL;
 
 		nulls[i] = (learned == NULL);
 		values[i++] = learned ? CStringGetTextDatum(learned) : (Datum) 0;

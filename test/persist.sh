@@ -6,9 +6,13 @@
 #     stats_reset) are equal before and after, and the file is removed once
 #     loaded;
 #   - a file that is damaged (one byte changed, or cut short), that is not ours, or that
-#     another format or PostgreSQL version wrote is ignored with a LOG line
+#     another format or PostgreSQL version wrote, or a build whose entries
+#     have another layout (with a valid CRC) is ignored with a LOG line
 #     that says why, and occ.stats starts empty;
-#   - a crash (a backend killed) saves nothing: occ.stats starts empty.
+#   - a file with more entries than occ.stats_max (lowered since) keeps the
+#     most called, and counts the others as evicted;
+#   - an immediate shutdown, and a crash (a backend killed), save nothing:
+#     occ.stats starts empty.
 # Uses PG_CONFIG (default: pg_config on the PATH); pg_occ must be installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,7 +105,51 @@ format_99() { printf '\143' | dd of="$1" bs=1 seek=4 conv=notrunc status=none; }
 start_with "its checksum does not match" flip_byte
 start_with "it ends early" truncate_tail
 start_with "it is not a pg_occ statistics file" not_ours
+other_layout() { # the header's layout fingerprint changed, the CRC made valid again
+    /usr/bin/python3 - "$1" <<'PY'
+import struct, sys
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+data = bytearray(open(sys.argv[1], "rb").read()[:-4])
+layout, = struct.unpack_from("<I", data, 12)      # after magic, format, pg_major
+struct.pack_into("<I", data, 12, layout ^ 1)
+open(sys.argv[1], "wb").write(bytes(data) + struct.pack("<I", crc32c(data)))
+PY
+}
+start_with "another build of pg_occ, with another layout of entries, wrote it" other_layout
 start_with "it has format 99 for PostgreSQL $("${PG_CONFIG:-pg_config}" --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/'), not" format_99
+
+# occ.stats_max lowered across a restart keeps the most called entries: 100
+# bodies called twice and, made after them, 50 called once, saved with room
+# for 200, loaded with room for 100
+cluster_stop "$c"
+echo "occ.stats_max = 200" >>"$c/data/postgresql.conf"
+cluster_start "$c"
+q -c "SELECT occ.stats_reset()" >/dev/null
+q -c "DO \$\$ BEGIN FOR i IN 1..100 LOOP CALL occ.retry(format('SELECT %s', 1000 + i));
+        CALL occ.retry(format('SELECT %s', 1000 + i)); END LOOP;
+        FOR i IN 1..50 LOOP CALL occ.retry(format('SELECT %s', 2000 + i)); END LOOP; END \$\$"
+cluster_stop "$c"
+echo "occ.stats_max = 100" >>"$c/data/postgresql.conf"
+cluster_start "$c"
+kept=$(q -c "SELECT count(*), min(calls), (SELECT dealloc FROM occ.stats_info) FROM occ.stats")
+[ "$kept" = "100|2|50" ] ||
+    fail "occ.stats_max lowered from 200 to 100: expected the 100 bodies called twice kept and 50 evicted (100|2|50), got $kept"
+echo "persist: occ.stats_max lowered to 100 keeps the 100 most called of 150 entries, 50 counted as evicted"
+
+# an immediate shutdown saves nothing: the next start recovers, as after a
+# crash, and occ.stats starts empty
+q -c "CALL occ.retry('SELECT 1')"
+cluster_stop "$c" immediate
+[ ! -e "$file" ] || fail "$file was written by an immediate shutdown"
+cluster_start "$c"
+[ "$(q -c "SELECT count(*) FROM occ.stats")" = 0 ] || fail "occ.stats is not empty after an immediate shutdown"
+echo "persist: an immediate shutdown starts occ.stats empty"
 
 # a crash saves nothing: a server process killed makes the postmaster
 # reinitialise shared memory, and occ.stats starts empty
