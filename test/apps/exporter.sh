@@ -6,7 +6,7 @@
 # of 127.0.0.1 with the queries file only (--disable-default-metrics), scrapes
 # /metrics once and checks it against occ.stats and occ.stats_info
 # (test/apps/exporter_check.py: values, units, histogram buckets, types,
-# labels).
+# labels), occ.key_stats's too.
 #
 # Runs in the cluster of test/run.sh's in_cluster (PG* set by pg_virtualenv,
 # pg_occ preloaded); stops the exporter at the end.
@@ -52,6 +52,13 @@ call 6 "CALL occ.retry('SELECT fail_until(6)', contention => 'backoff', base => 
 ! call 100 "CALL occ.retry('SELECT fail_until(100)', max_attempts => 2, contention => 'backoff', base => '100us')" 2>/dev/null ||
     fail "the call that should give up did not"
 ! sql -c "CALL occ.retry('SELECT 1', max_attempts => 0)" 2>/dev/null || fail "max_attempts => 0 was not refused"
+
+# the application's own transactions with SET LOCAL occ.key (occ.key_stats):
+# two that commit, one that ends with a serialization failure
+for outcome in "SELECT 1" "SELECT 1" "SELECT fail_until(2)"; do
+    sql -c "SELECT setval('executions', 1, false)" -c "BEGIN" -c "SET LOCAL occ.key = 'exporter:1'" \
+        -c "$outcome" -c "COMMIT" >/dev/null 2>&1 || true
+done
 
 # pg_occ 0.3.0's retry budget.  A small storm, in a session of its own (a
 # budget of 1 token that nothing refills, and a body that keeps failing), so

@@ -12,6 +12,8 @@
 #   - the metric types are right (counter, gauge, histogram), labels are
 #     only server, datname, rolname (and le), and no label value holds a
 #     body's text;
+#   - occ.key_stats the same way, per (datname, rolname), and the 3
+#     transactions with SET LOCAL occ.key that exporter.sh made;
 #   - occ.stats_info: dealloc and stats_reset; the retry budget columns
 #     (pg_occ 0.3.0) when the installed occ.stats_info has them, else no
 #     pg_occ_budget series at all (said loudly);
@@ -139,6 +141,34 @@ else:
     check("no pg_occ_batch series without the batch columns",
           not [s for s in occ if s[0].startswith("pg_occ_batch_")])
     print("exporter: *** the installed occ.stats has no batched column: pg_occ_batch_* not checked ***")
+
+# --- occ.key_stats (pg_occ 0.4.0), per (datname, rolname) ------------------------
+keys = {}
+for datname, rolname, *nums in conn.execute("""
+    SELECT coalesce(d.datname, ''), coalesce(r.rolname, ''), s.transactions, s.commits, s.serialization_failures,
+           s.deadlocks, s.other_failures, s.queued, s.total_wait_time, s.max_wait_time
+      FROM occ.key_stats s LEFT JOIN pg_database d ON d.oid = s.dbid LEFT JOIN pg_roles r ON r.oid = s.userid"""):
+    k = keys.setdefault((datname, rolname), [0] * 9)
+    k[:8] = [k[0] + 1] + [a + b for a, b in zip(k[1:8], nums[:7])]
+    k[8] = max(k[8], nums[7])
+key_counters = ["transactions", "commits", "serialization_failures", "deadlocks", "other_failures", "queued",
+                "wait_seconds"]
+for name in key_counters:
+    check(f"pg_occ_key_stats_{name}_total is a counter", types.get(f"pg_occ_key_stats_{name}_total") == "counter")
+for name in ["keys", "max_wait_seconds"]:
+    check(f"pg_occ_key_stats_{name} is a gauge", types.get(f"pg_occ_key_stats_{name}") == "gauge")
+for (datname, rolname), k in keys.items():
+    lab = {"datname": datname, "rolname": rolname}
+    check(f"{lab}: keys", value("pg_occ_key_stats_keys", **lab) == k[0])
+    for name, expected in zip(key_counters, k[1:7] + [k[7] / 1000]):
+        got = value(f"pg_occ_key_stats_{name}_total", **lab)
+        check(f"{lab}: pg_occ_key_stats_{name}_total = {expected}", close(got, expected), got)
+    got = value("pg_occ_key_stats_max_wait_seconds", **lab)
+    check(f"{lab}: pg_occ_key_stats_max_wait_seconds = {k[8] / 1000}", close(got, k[8] / 1000), got)
+mine_keys = {"datname": db, "rolname": conn.execute("SELECT current_user").fetchone()[0]}
+got = tuple(value(f"pg_occ_key_stats_{name}_total", **mine_keys) for name in key_counters[:3])
+check(f"{db}: SET LOCAL occ.key: 3 transactions, 2 commits, 1 serialization failure", got == (3, 2, 1), got)
+print(f"exporter: pg_occ_key_stats_* equal occ.key_stats for {len(keys)} groups")
 
 # --- exporter.sh's own calls, exactly -------------------------------------------
 user = conn.execute("SELECT current_user").fetchone()[0]
