@@ -158,6 +158,9 @@ COMMENT ON VIEW occ.stats IS
 GRANT SELECT ON occ.stats TO PUBLIC;
 
 REVOKE EXECUTE ON FUNCTION occ.gate(text[]) FROM PUBLIC;
+-- a database owner who made the extension (trusted) may call occ.gate and
+-- grant it, though the bootstrap superuser owns it
+GRANT EXECUTE ON FUNCTION occ.gate(text), occ.gate(text[]) TO @extowner@ WITH GRANT OPTION;
 
 -- SET LOCAL occ.key: the statistics of the application's own transactions
 CREATE FUNCTION occ.key_stats(

@@ -278,6 +278,10 @@ REVOKE ALL ON FUNCTION occ.stats_reset() FROM PUBLIC;
 -- A role that holds a gate makes every call of that key wait: grant EXECUTE
 -- on occ.gate to the roles that write what the key names, not to PUBLIC.
 REVOKE EXECUTE ON FUNCTION occ.gate(text), occ.gate(text[]) FROM PUBLIC;
+-- pg_occ is trusted: a database owner who creates it does not own its
+-- objects (the bootstrap superuser does), and must still be able to call
+-- occ.gate and grant it to the roles that write what its keys name
+GRANT EXECUTE ON FUNCTION occ.gate(text), occ.gate(text[]) TO @extowner@ WITH GRANT OPTION;
 
 GRANT USAGE ON SCHEMA occ TO PUBLIC;
 GRANT SELECT ON occ.stats, occ.stats_info, occ.key_stats TO PUBLIC;

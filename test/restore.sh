@@ -7,11 +7,16 @@
 #     pg_restore --exit-on-error, as it is, into a new database of a fresh
 #     cluster: the extension (owned by them, with its comment), a procedure
 #     that calls occ.retry and a view over occ.stats all work;
+#   - the owner may call occ.gate and grant it to another role (the
+#     extension's functions belong to the bootstrap superuser), and the
+#     GRANT is restored with the dump;
 #   - a GRANT on occ.stats_reset(), which only a superuser can give, is in
 #     the dump and only a superuser can restore it; and where a superuser
 #     created pg_occ before the restore (here in template1), the dump's
-#     COMMENT ON EXTENSION is for them only.  The README's list (pg_restore
-#     -L) leaves both out, and a superuser gives the GRANT again.
+#     COMMENT ON EXTENSION is for them only, and so is the owner's GRANT
+#     on occ.gate (the owner has no grant option on a superuser's
+#     extension).  The README's list (pg_restore -L) leaves them out, and a
+#     superuser gives the GRANTs again.
 # Uses PG_CONFIG (default: pg_config on the PATH); pg_occ must be installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,7 +52,16 @@ END $$;
 CREATE VIEW transfer_calls AS
   SELECT coalesce(sum(calls), 0) AS calls FROM occ.stats WHERE query LIKE 'UPDATE account%';
 CALL transfer(10);
+-- the owner of the database may take a gate and let another role take it
+-- (a trusted extension's objects belong to the bootstrap superuser)
+BEGIN;
+SELECT occ.gate('account:1');
+SELECT occ.gate(ARRAY['account:1', 'account:2']);
+COMMIT;
+GRANT EXECUTE ON FUNCTION occ.gate(text) TO monitor;
 SQL
+cluster_psql "$old" -U monitor -d app -c "SELECT occ.gate('account:1')" >/dev/null ||
+    fail "monitor cannot call occ.gate after the owner's GRANT"
 [ "$(cluster_psql "$old" -U app_owner -d app -c "SELECT calls FROM transfer_calls")" = 1 ] ||
     fail "the old cluster does not count the transfer"
 # as the owner: one dump as made, one after a superuser's GRANT
@@ -77,18 +91,25 @@ check() {
                                              FROM pg_extension WHERE extname = 'pg_occ'")
     [ "$got" = "$owner|$version|t" ] || fail "$db: the extension (owner, version, has a comment): $got"
 }
+# monitor_gates DB: monitor may take a gate there
+monitor_gates() {
+    cluster_psql "$new" -U monitor -d "$1" -c "SELECT occ.gate('account:1')" >/dev/null ||
+        fail "$1: monitor cannot call occ.gate"
+}
 
-# the README's list: the dump's, less the GRANT on occ.stats_reset() and
-# the extension's comment
+# the README's list: the dump's, less the GRANTs on occ.stats_reset() and
+# occ.gate, and the extension's comment
 "$CLUSTER_BINDIR/pg_restore" -l "$base/granted.dump" |
-    sed -e '/ ACL occ FUNCTION stats_reset()/s/^/;/' -e '/ COMMENT - EXTENSION pg_occ/s/^/;/' >"$base/app.list"
-[ "$(grep -c '^;.* \(ACL occ FUNCTION stats_reset()\|COMMENT - EXTENSION pg_occ\)' "$base/app.list")" = 2 ] ||
-    fail "the README's list does not leave out the GRANT and the comment: $(cat "$base/app.list")"
+    sed -e '/ ACL occ FUNCTION stats_reset()/s/^/;/' -e '/ ACL occ FUNCTION gate(/s/^/;/' \
+        -e '/ COMMENT - EXTENSION pg_occ/s/^/;/' >"$base/app.list"
+[ "$(grep -c '^;.* \(ACL occ FUNCTION stats_reset()\|ACL occ FUNCTION gate(\|COMMENT - EXTENSION pg_occ\)' "$base/app.list")" = 3 ] ||
+    fail "the README's list does not leave out the GRANTs and the comment: $(cat "$base/app.list")"
 
 # a dump as made: the owner restores it alone, as it is
 restore_as_owner app "$base/app.dump"
 check app app_owner
-echo "restore: the database's owner restored its dump alone"
+monitor_gates app
+echo "restore: the database's owner restored its dump alone, the GRANT on occ.gate included"
 
 # a superuser's GRANT needs a superuser: with the README's list, the owner
 # restores the rest, and a superuser gives the GRANT again
@@ -96,12 +117,14 @@ out=$(restore_as_owner app_acl "$base/granted.dump" 2>&1) && fail "the owner res
 grep -q "permission denied for function stats_reset" <<<"$out" || fail "restoring the GRANT: $out"
 restore_as_owner app_granted "$base/granted.dump" "$base/app.list"
 check app_granted app_owner
-cluster_psql "$new" -d app_granted -c "GRANT EXECUTE ON FUNCTION occ.stats_reset() TO monitor"
+cluster_psql "$new" -d app_granted -c "GRANT EXECUTE ON FUNCTION occ.stats_reset(), occ.gate(text) TO monitor"
 cluster_psql "$new" -U monitor -d app_granted -c "SELECT occ.stats_reset()" >/dev/null
+monitor_gates app_granted
 echo "restore: a superuser's GRANT on occ.stats_reset(): the owner left it out, a superuser gave it again"
 
 # a database where a superuser created pg_occ first: the list leaves out
-# the comment, which only the extension's owner may set
+# the comment, which only the extension's owner may set, and the GRANT on
+# occ.gate, which the owner cannot give there
 cluster_psql "$new" -d template1 -c "CREATE EXTENSION pg_occ"
 out=$(restore_as_owner app_pre "$base/app.dump" 2>&1) && fail "the owner commented on a superuser's extension"
 grep -q "must be owner of extension pg_occ" <<<"$out" || fail "restoring the comment: $out"
