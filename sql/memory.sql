@@ -28,6 +28,28 @@ CALL occ.retry('SELECT nextval($$mem_attempt$$);
 SELECT attempts, outcome FROM occ.last_retry();
 SELECT growth < 65536 AS flat_in_attempts FROM mem_growth;
 
+-- the same in queue mode, with a key and with the keys it learns: the
+-- memory at attempt 5000 is the memory at attempt 1000 (it grew by 24 bytes
+-- per attempt, the array of the call's keys made at each failure, 96 kB
+-- between the two)
+SELECT setval('mem_attempt', 1, false);
+CALL occ.retry('SELECT nextval($$mem_attempt$$);
+  SELECT CASE currval($$mem_attempt$$) WHEN 1000 THEN setval($$mem_at_n$$, mem())
+                                       WHEN 5000 THEN setval($$mem_at_10n$$, mem()) END;
+  SELECT 1 / (currval($$mem_attempt$$) - currval($$mem_attempt$$))',
+  retry_on => '{22012}', max_attempts => 5000, contention => 'queue', key => 'mem:1',
+  base => '1us', cap => '1us');
+SELECT attempts, outcome FROM occ.last_retry();
+SELECT growth < 32768 AS flat_in_queue_mode_with_a_key FROM mem_growth;
+SELECT setval('mem_attempt', 1, false);
+CALL occ.retry('SELECT nextval($$mem_attempt$$);
+  SELECT CASE currval($$mem_attempt$$) WHEN 1000 THEN setval($$mem_at_n$$, mem())
+                                       WHEN 5000 THEN setval($$mem_at_10n$$, mem()) END;
+  SELECT 1 / (currval($$mem_attempt$$) - currval($$mem_attempt$$)) /* learned */',
+  retry_on => '{22012}', max_attempts => 5000, contention => 'queue', base => '1us', cap => '1us');
+SELECT attempts, outcome FROM occ.last_retry();
+SELECT growth < 32768 AS flat_in_queue_mode_learned FROM mem_growth;
+
 -- with 256 bodies kept already (the plan cache's count), a new body evicts
 -- the least recently used one: it is prepared once, not at every attempt
 -- (which cost 7 to 22 KB per attempt until the call ended)

@@ -396,6 +396,8 @@ typedef struct OccPolicy
 	OccGates   *gates;			/* the call's gates, NULL while it has none */
 	OccKeyValues *values;		/* the values it carries, NULL until hashed */
 	bool		values_text;	/* with their text */
+	uint64	   *keys;			/* room for its keys, made once: an attempt */
+	int			keys_room;		/* allocates nothing */
 	bool		bypassed;		/* a wait failed: the call runs ungated */
 	bool		refused;		/* the budget refused the pending retry */
 	double		prev;			/* the previous delay (decorrelated jitter) */
