@@ -219,7 +219,7 @@ occ_key_text(Oid type, Datum value)
 		getTypeOutputInfo(type, &typoutput, &isvarlena);
 		key = OidOutputFunctionCall(typoutput, value);
 	}
-	(void) occ_key_hash(key, "key");
+	(void) occ_key_hash(key, "key", InvalidOid);	/* checks it */
 	return key;
 }
 
@@ -288,9 +288,13 @@ occ_parse_contention(FunctionCallInfo fcinfo, int contention_arg, int key_arg,
 
 	spec->keys = NULL;
 	spec->nkeys = 0;
+	spec->key_owner = InvalidOid;
 	if (!no_key)
+	{
 		occ_parse_keys(PG_GETARG_DATUM(key_arg),
 					   get_fn_expr_argtype(fcinfo->flinfo, key_arg), spec);
+		spec->key_owner = occ_key_owner();
+	}
 }
 
 /*

@@ -169,6 +169,7 @@ occ_client_keys(VariableSetStmt *stmt, uint64 **hashes, char ***keys)
 {
 	int			n = 0;
 	ListCell   *lc;
+	Oid			owner = occ_key_owner();
 
 	occ_key_check_count(list_length(stmt->args), "SET LOCAL occ.key");
 	*hashes = palloc(sizeof(uint64) * list_length(stmt->args));
@@ -182,7 +183,7 @@ occ_client_keys(VariableSetStmt *stmt, uint64 **hashes, char ***keys)
 		CHECK_FOR_INTERRUPTS();
 		one.args = list_make1(lfirst(lc));
 		key = ExtractSetVariableArgs(&one);
-		key_hash = occ_key_hash(key, "occ.key");
+		key_hash = occ_key_hash(key, "occ.key", owner);
 		if (occ_keys_contain(*hashes, n, key_hash))
 			continue;
 		(*hashes)[n] = key_hash;

@@ -75,6 +75,17 @@
 #endif
 
 /*
+ * occ_proc_aclcheck(proc, role, mode): pg_proc_aclcheck, which 16 folded into
+ * object_aclcheck for every class of object
+ */
+#if PG_VERSION_NUM >= 160000
+#define occ_proc_aclcheck(proc, role, mode) \
+	object_aclcheck(ProcedureRelationId, (proc), (role), (mode))
+#else
+#define occ_proc_aclcheck(proc, role, mode) pg_proc_aclcheck((proc), (role), (mode))
+#endif
+
+/*
  * occ_shmem_init_hash(name, nelems, info, flags): ShmemInitHash of a table
  * of nelems entries, made at its full size.  19 dropped the separate initial
  * size (init_size), which we always gave equal to the maximum.

@@ -382,7 +382,7 @@ occ_gate(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("key must not be NULL"),
 				 errhint("Pass the same key as occ.retry's key argument, for example 'account:' || id.")));
-	key = occ_key_hash(text_to_cstring(PG_GETARG_TEXT_PP(0)), "key");
+	key = occ_key_hash(text_to_cstring(PG_GETARG_TEXT_PP(0)), "key", InvalidOid);
 	occ_gate_lock_keys(&key, 1);
 	PG_RETURN_VOID();
 }
@@ -414,7 +414,7 @@ occ_gate_keys(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("keys must not contain NULL"),
 					 errhint("Pass the same keys as occ.retry's key argument.")));
-		keys[i] = occ_key_hash(TextDatumGetCString(elems[i]), "key");
+		keys[i] = occ_key_hash(TextDatumGetCString(elems[i]), "key", InvalidOid);
 	}
 	occ_gate_lock_keys(keys, n);
 	PG_RETURN_VOID();

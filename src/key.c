@@ -8,12 +8,20 @@
  * A key is known by its 64-bit hash, which names its gate (gate.c) and its
  * temperature slot (temperature.c).  Keys live in two namespaces that never
  * meet (the top bit of the hash tells them apart): a key given as text
- * (occ.retry's key, occ.gate's) hashes its text, and is a name that every
- * role of the database may use, like an advisory lock's; a key learned from
- * a call hashes the body's text and the role that calls, alone or with one
- * value that the call carries, so that occ.gate('<the body>') is never a
- * learned key's gate, and another role that runs the same text (which may
- * resolve to tables of its own, through its search_path) gets other gates.
+ * (occ.retry's key, SET LOCAL occ.key, occ.gate's) hashes its text; a key
+ * learned from a call hashes the body's text and the role that calls, alone
+ * or with one value that the call carries, so that occ.gate('<the body>') is
+ * never a learned key's gate, and another role that runs the same text
+ * (which may resolve to tables of its own, through its search_path) gets
+ * other gates.
+ *
+ * Who shares a key given as text: the roles that may take its gate with
+ * occ.gate (EXECUTE on occ.gate(text), which the owner grants to the roles
+ * that write what the keys name) share one queue per key and database, as
+ * the writers of the same rows must.  Any other role's keys are its own:
+ * their hash includes the role, so that a stranger that names your key (in a
+ * call whose body always fails, or in a transaction it keeps open) holds a
+ * gate of its own, not yours, and heats its own key, not yours.
  *
  * A value is hashed in a canonical form, so that one row gets one gate
  * whatever the session's settings: with its type's extended hash function
@@ -29,12 +37,16 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/typcache.h"
 
 #include "pg_occ.h"
@@ -49,18 +61,52 @@
 #define OCC_KEY_GIVEN UINT64CONST(0x8000000000000000)
 
 /*
- * occ_key_hash: the hash of a key given as text (occ.retry's key, or
- * occ.gate's), after checking it; what names the argument in the error.
+ * occ_key_owner: whose are the keys that the current role gives as text:
+ * InvalidOid, everyone's (the database's), when it may take their gates
+ * with occ.gate (a superuser, or a role granted EXECUTE on occ.gate(text)
+ * in this database); else the role's own.  Looked up without a check of
+ * the schema's privileges, and InvalidOid only where occ.gate exists.
+ */
+Oid
+occ_key_owner(void)
+{
+	Oid			role = GetUserId();
+	Oid			nsp = get_namespace_oid("occ", true);
+	Oid			text_type = TEXTOID;
+	Oid			gate;
+
+	if (superuser_arg(role))
+		return InvalidOid;
+	if (!OidIsValid(nsp))
+		return role;
+	gate = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid, CStringGetDatum("gate"),
+						   PointerGetDatum(buildoidvector(&text_type, 1)),
+						   ObjectIdGetDatum(nsp));
+	if (OidIsValid(gate) && occ_proc_aclcheck(gate, role, ACL_EXECUTE) == ACLCHECK_OK)
+		return InvalidOid;
+	return role;
+}
+
+/*
+ * occ_key_hash: the hash of a key given as text (occ.retry's key, SET LOCAL
+ * occ.key, occ.gate's) of owner (occ_key_owner(); InvalidOid for occ.gate,
+ * whose callers share keys), after checking it; what names the argument in
+ * the error.
  */
 uint64
-occ_key_hash(const char *key, const char *what)
+occ_key_hash(const char *key, const char *what, Oid owner)
 {
+	uint64		hash;
+
 	if (key[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be empty", what),
 				 errhint("Name what the transaction contends on, for example 'account:' || id.")));
-	return occ_hash_text(key) | OCC_KEY_GIVEN;
+	hash = occ_hash_text(key);
+	if (OidIsValid(owner))
+		hash = hash_combine64(hash, (uint64) owner);
+	return hash | OCC_KEY_GIVEN;
 }
 
 /*
@@ -219,6 +265,6 @@ int
 occ_key_given(const OccRetrySpec *spec, uint64 *keys)
 {
 	for (int i = 0; i < spec->nkeys; i++)
-		keys[i] = occ_key_hash(spec->keys[i], "key");
+		keys[i] = occ_key_hash(spec->keys[i], "key", spec->key_owner);
 	return spec->nkeys;
 }

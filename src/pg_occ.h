@@ -143,6 +143,7 @@ typedef struct OccRetrySpec
 	OccContention contention;
 	char	  **keys;			/* contention keys given (key), or NULL */
 	int			nkeys;
+	Oid			key_owner;		/* whose keys they are: occ_key_owner() */
 } OccRetrySpec;
 
 /* How a call ended and what it cost, for occ.stats and occ.last_retry() */
@@ -312,7 +313,8 @@ typedef struct OccKeyValues
 /* The most contention keys one call or transaction may give */
 #define OCC_KEYS_MAX 1000
 
-extern uint64 occ_key_hash(const char *key, const char *what);
+extern Oid	occ_key_owner(void);
+extern uint64 occ_key_hash(const char *key, const char *what, Oid owner);
 extern void occ_key_check_count(int nkeys, const char *what);
 extern int	occ_key_given(const OccRetrySpec *spec, uint64 *keys);
 extern OccKeyValues *occ_key_values(const OccRetrySpec *spec, bool with_text);
