@@ -49,11 +49,15 @@
  * without a gate.
  *
  * Bodies hash into sets of OCC_LEARN_WAYS of the OCC_LEARN_BODIES slots;
- * a body takes an empty or cold slot of its set, and one that finds every
- * slot of its set taken by bodies still warm is not learned until one
- * cools (a set, not a single slot: a body that shares its slot with one
- * that has just been busy, say the same body in a database just dropped,
- * would otherwise go unlearned for seconds).  The sets are split over
+ * a body takes an empty or cold slot of its set (a set, not a single slot:
+ * a body that shares its slot with one that has just been busy, say the
+ * same body in a database just dropped, would otherwise go unlearned for
+ * seconds).  One that finds every slot of its set taken by bodies still
+ * warm takes the coldest of a tenant (a role of a database) that holds at
+ * least two slots more than its own, and is not learned otherwise until
+ * one cools: a tenant that keeps many bodies failing, in its database or
+ * another, keeps at most its share of each set, and never switches
+ * learning (queue mode without a key) off for the others.  The sets are split over
  * OCC_LEARN_LOCKS LWLocks (the counts decay with exp(), which an LWLock,
  * unlike a spinlock, may cover).  Without
  * preloading there is nothing to learn from: calls without a key run
@@ -386,10 +390,51 @@ occ_learn_decide(OccLearnBody *slot)
 		slot->hot = occ_learn_rate_holds(&slot->n, OCC_LEARN_BODY_RATE, OCC_LEARN_BODY_MIN);
 }
 
+/* occ_learn_tenant_slots: how many slots of the set a role of a database holds */
+static int
+occ_learn_tenant_slots(const OccLearnBody *set, Oid userid, Oid dbid)
+{
+	int			n = 0;
+
+	for (int i = 0; i < OCC_LEARN_WAYS; i++)
+		n += (set[i].dbid == dbid && set[i].userid == userid);
+	return n;
+}
+
+/*
+ * occ_learn_evictable: in a set whose slots are all warm, the coldest slot
+ * of the role (of a database) holding the most of them, if it holds at least
+ * two more than this role here: so that no tenant keeps another out of a
+ * set by keeping its own bodies failing (each tenant gets its share of the
+ * set); NULL if there is none
+ */
+static OccLearnBody *
+occ_learn_evictable(OccLearnBody *set)
+{
+	int			mine = occ_learn_tenant_slots(set, GetUserId(), MyDatabaseId);
+	OccLearnBody *victim = NULL;
+	int			most = mine + 1;
+
+	for (int i = 0; i < OCC_LEARN_WAYS; i++)
+	{
+		int			theirs = occ_learn_tenant_slots(set, set[i].userid, set[i].dbid);
+
+		if (theirs > most ||
+			(theirs == most && victim != NULL && theirs > mine + 1 &&
+			 set[i].n.attempts < victim->n.attempts))
+		{
+			most = theirs;
+			victim = &set[i];
+		}
+	}
+	return victim;
+}
+
 /*
  * occ_learn_take: a slot of the set for a body of this role here that
- * failed: an empty one or the coldest cold one, or NULL if every slot is
- * warm (holding the set's lock exclusively)
+ * failed: an empty one or the coldest cold one, else one that another role
+ * (or database) holds more than its share of (occ_learn_evictable), or
+ * NULL (holding the set's lock exclusively)
  */
 static OccLearnBody *
 occ_learn_take(OccLearnBody *set, uint64 body, TimestampTz now)
@@ -403,6 +448,8 @@ occ_learn_take(OccLearnBody *set, uint64 body, TimestampTz now)
 			if (slot == NULL || set[i].n.attempts < slot->n.attempts)
 				slot = &set[i];
 	}
+	if (slot == NULL)
+		slot = occ_learn_evictable(set);
 	if (slot == NULL)
 		return NULL;
 	memset(slot, 0, sizeof(*slot));

@@ -4,17 +4,22 @@
  *		Which contention keys are hot: decaying counts of attempts and
  *		failures per key, in shared memory.
  *
- * With pg_occ preloaded, each key of each database hashes to one of
+ * With pg_occ preloaded, each key of each database hashes to two of
  * OCC_HEAT_SLOTS slots, each a pair of exponentially decaying counts (time
  * constant OCC_HEAT_TAU_USEC): attempts that ran without the gate, and
  * attempts that failed.  A key is hot while its recent failures are at least
  * OCC_HOT_MIN_FAILURES and at least OCC_HOT_FAILURE_RATIO of its ungated
- * attempts.  A slot counts for one key of one database at a time: another
- * key that hashes to it takes it over once the counts are no longer hot, and
- * is cold (not counted) until then.  So a key can only be heated by its own
- * callers' failures, never by another key's or another database's; sharing a
- * slot at worst leaves a hot key uncounted, whose calls then queue only after
- * a failure.  Without preloading there are no slots and no key is hot.
+ * attempts.  A slot counts for one key of one database at a time: a key is
+ * counted in whichever of its two slots counts it, else takes over the one
+ * that is not hot (the colder, if both are not), and is cold (not counted)
+ * while both count other keys that are hot.  So a key can only be heated by
+ * its own callers' failures, never by another key's or another database's;
+ * sharing slots at worst leaves a hot key uncounted, whose calls then queue
+ * only after a failure.  The slots are chosen with a secret drawn at
+ * startup: a role cannot compute, from the public hash functions, keys of
+ * its own that land on another database's key's slots, and keep them hot so
+ * that that key never gets hot.  Without preloading there are no slots and
+ * no key is hot.
  *
  * This file measures; what to do with a hot key is the policy's (policy.c).
  *
@@ -43,6 +48,9 @@
 #define OCC_HOT_MIN_FAILURES 1.0
 #define OCC_HOT_FAILURE_RATIO 0.25
 
+/* two slots per key, drawn with a secret: see the file header */
+#define OCC_HEAT_CHOICES 2
+
 typedef struct OccHeatSlot
 {
 	slock_t		mutex;
@@ -54,13 +62,19 @@ typedef struct OccHeatSlot
 	double		failures;		/* decaying count of failed attempts */
 } OccHeatSlot;
 
-static OccHeatSlot *occ_heat = NULL;
+typedef struct OccHeatShared
+{
+	uint64		secret;			/* drawn at startup, never shown */
+	OccHeatSlot slots[OCC_HEAT_SLOTS];
+} OccHeatShared;
+
+static OccHeatShared *occ_heat = NULL;
 
 /* occ_temperature_shmem_size: the shared memory of the slots */
 Size
 occ_temperature_shmem_size(void)
 {
-	return mul_size(OCC_HEAT_SLOTS, sizeof(OccHeatSlot));
+	return sizeof(OccHeatShared);
 }
 
 /*
@@ -78,17 +92,23 @@ occ_temperature_shmem_init(void)
 	{
 		memset(occ_heat, 0, occ_temperature_shmem_size());
 		for (int i = 0; i < OCC_HEAT_SLOTS; i++)
-			SpinLockInit(&occ_heat[i].mutex);
+			SpinLockInit(&occ_heat->slots[i].mutex);
+		if (!pg_strong_random(&occ_heat->secret, sizeof(occ_heat->secret)))
+			occ_heat->secret = (uint64) GetCurrentTimestamp() ^ (uint64) MyProcPid;
 	}
 }
 
-/* occ_heat_slot: the slot of a key of this database, or NULL without preloading */
+/*
+ * occ_heat_slot: the choice-th slot (0 or 1) of a key of this database;
+ * occ_heat is set
+ */
 static OccHeatSlot *
-occ_heat_slot(uint64 key_hash)
+occ_heat_slot(uint64 key_hash, int choice)
 {
-	if (occ_heat == NULL)
-		return NULL;
-	return &occ_heat[hash_combine64(key_hash, MyDatabaseId) % OCC_HEAT_SLOTS];
+	uint64		h = hash_combine64(hash_combine64(key_hash, MyDatabaseId),
+								   occ_heat->secret + choice);
+
+	return &occ_heat->slots[h % OCC_HEAT_SLOTS];
 }
 
 /*
@@ -131,42 +151,78 @@ occ_heat_counts(const OccHeatSlot *seen, uint64 key_hash)
 bool
 occ_temperature_is_hot(uint64 key_hash)
 {
-	OccHeatSlot *slot = occ_heat_slot(key_hash);
-	OccHeatSlot seen;
+	TimestampTz now;
 
-	if (slot == NULL)
+	if (occ_heat == NULL)
 		return false;
-	occ_heat_seen(slot, GetCurrentTimestamp(), &seen);
-	return occ_heat_counts(&seen, key_hash) && occ_heat_is_hot(&seen);
+	now = GetCurrentTimestamp();
+	for (int c = 0; c < OCC_HEAT_CHOICES; c++)
+	{
+		OccHeatSlot seen;
+
+		occ_heat_seen(occ_heat_slot(key_hash, c), now, &seen);
+		if (occ_heat_counts(&seen, key_hash))
+			return occ_heat_is_hot(&seen);
+	}
+	return false;
+}
+
+/*
+ * occ_heat_choose: the slot to count the key in, and a copy of it decayed to
+ * now with the key's counts (zero if it did not count them): the slot that
+ * counts the key, else the colder of those that are not hot; NULL when both
+ * count other keys, hot
+ */
+static OccHeatSlot *
+occ_heat_choose(uint64 key_hash, TimestampTz now, OccHeatSlot *seen)
+{
+	OccHeatSlot *chosen = NULL;
+
+	for (int c = 0; c < OCC_HEAT_CHOICES; c++)
+	{
+		OccHeatSlot *slot = occ_heat_slot(key_hash, c);
+		OccHeatSlot copy;
+
+		occ_heat_seen(slot, now, &copy);
+		if (occ_heat_counts(&copy, key_hash))
+		{
+			*seen = copy;
+			return slot;
+		}
+		if (!occ_heat_is_hot(&copy) && (chosen == NULL || copy.failures < seen->failures))
+		{
+			chosen = slot;
+			*seen = copy;
+		}
+	}
+	if (chosen != NULL)
+	{
+		seen->ungated = 0;
+		seen->failures = 0;
+	}
+	return chosen;
 }
 
 /*
  * occ_temperature_observe: account an attempt's outcome.  Gated attempts
  * count only when they fail (they lost to someone outside the gate);
- * ungated ones measure the failure rate.  A slot that counts for another
- * key, hot, is left to it.
+ * ungated ones measure the failure rate.  Slots that count for other keys,
+ * hot, are left to them.
  */
 void
 occ_temperature_observe(uint64 key_hash, bool gated, bool failed)
 {
-	OccHeatSlot *slot = occ_heat_slot(key_hash);
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (slot == NULL || (gated && !failed))
+	if (occ_heat == NULL || (gated && !failed))
 		return;
 	for (;;)
 	{
 		OccHeatSlot seen;
+		OccHeatSlot *slot = occ_heat_choose(key_hash, now, &seen);
 
-		occ_heat_seen(slot, now, &seen);
-		if (!occ_heat_counts(&seen, key_hash))
-		{
-			if (occ_heat_is_hot(&seen))
-				return;
-			seen.ungated = 0;
-			seen.failures = 0;
-		}
-
+		if (slot == NULL)
+			return;
 		SpinLockAcquire(&slot->mutex);
 		if (slot->version == seen.version)
 		{

@@ -29,7 +29,8 @@
 #       occ.key (test/interrupt*.sh),
 #       occ.retry on a hot standby of the cluster (test/standby.sh), and the
 #       adversarial check (test/fuzz.sh: random and hostile arguments and
-#       bodies; no XX000, no backend lost),
+#       bodies; no XX000, no backend lost), and one tenant against another
+#       (test/tenants.sh: the learner's slots, the temperature's),
 #     - pg_occ from applications (test/apps.sh): psycopg, node-postgres
 #       (skipped in the roots, which have no node), PgBouncer in transaction
 #       pooling, and prometheus-postgres-exporter with sql/pg_occ_prometheus.yaml,
@@ -97,6 +98,7 @@ in_cluster() {
     test/interrupt_result.sh
     test/standby.sh
     test/fuzz.sh
+    test/tenants.sh
     test/apps.sh
     test/bench/run.sh --quick --existing --out "$(mktemp -d)"
 }
