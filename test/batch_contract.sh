@@ -7,7 +7,7 @@
 #   1. records: parameters that are anonymous records (ROW(...), arrays of
 #      them), whose typmod only their own backend knows, run alone: a
 #      follower's value comes back as it was sent, and no backend is lost
-#      (two sessions of a role with only LOGIN);
+#      (two sessions of a role with only LOGIN and occ.gate);
 #   2. isolation: at REPEATABLE READ calls run alone (a batch is not each
 #      call's own snapshot), at SERIALIZABLE and READ COMMITTED they batch;
 #   3. one call's failure is not another's: a follower's 40002, its 40P01
@@ -49,7 +49,11 @@ fail() { echo "batch_contract: FAIL: $*" >&2; exit 1; }
 
 dropdb --if-exists "$DB" && createdb "$DB"
 psql -X -q -d postgres -c "DROP ROLE IF EXISTS occ_stranger" -c "CREATE ROLE occ_stranger LOGIN"
+# occ_stranger has LOGIN, no privilege on any table, and occ.gate (so that
+# its key 'k' is the one that hold_gate holds: the keys of a role without
+# it are its own)
 sql "CREATE EXTENSION pg_occ;
+     GRANT EXECUTE ON FUNCTION occ.gate(text) TO occ_stranger;
      CREATE TABLE log (seq serial PRIMARY KEY, who text NOT NULL, pid int, txid bigint);
      CREATE SEQUENCE go; CREATE SEQUENCE reached; CREATE SEQUENCE once;
      $CONFLICT_UNTIL_GATED;
@@ -147,7 +151,7 @@ ran_by_leader() { sql "SELECT string_agg(who, ',' ORDER BY seq) FROM log WHERE p
 
 LOG_BODY='INSERT INTO log (who, pid, txid) VALUES ($1, pg_backend_pid(), txid_current()) RETURNING who'
 
-# --- 1. anonymous records, from a role with only LOGIN: the leader knows a
+# --- 1. anonymous records, from a role with only LOGIN (and occ.gate): the leader knows a
 # ROW(text) as its first record type, the followers send a ROW(int8) and
 # an array of them, which another backend would read as its own
 reset
@@ -169,7 +173,7 @@ release_gate
 [ "$(ended rec)" = '[{"v": "(8589934593)"}]' ] || fail "records: a follower's ROW(int8): $(cat "$SESSIONS/rec.out")"
 [ "$(ended recs)" = '[{"v": "{(8589934593),(2)}"}]' ] || fail "records: a follower's array of rows: $(cat "$SESSIONS/recs.out")"
 [ "$(sql "SELECT 1")" = 1 ] || fail "records: the server is gone"
-echo "batch_contract: anonymous records ran alone, each read as sent (a role with only LOGIN)"
+echo "batch_contract: anonymous records ran alone, each read as sent (a role with only LOGIN and occ.gate)"
 
 # --- 2. isolation levels: at REPEATABLE READ each call runs alone, in its
 # own backend; at SERIALIZABLE and READ COMMITTED the follower runs in L's
