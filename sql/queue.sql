@@ -31,6 +31,20 @@ CALL occ.retry('SELECT conflict_until_gated(); UPDATE qcounter SET v = v + 1',
                attempts => NULL, slept => NULL);
 SELECT attempts, slept, outcome, waited < '10min' AS waited_briefly FROM occ.last_retry();
 SELECT * FROM gates;
+-- A call that waits for its gate before its first attempt (its key is hot
+-- now) first analyses the statements of a body new to the session, and
+-- forgets them (the catalogs they read stay cached): each statement still
+-- runs as analysed after the ones before it have run (the temporary table
+-- that the first creates is the one the second fills, not the table of the
+-- same name in public), and an error found early is the attempt's to meet
+CREATE TABLE shadowed (v int);
+CALL occ.retry('CREATE TEMP TABLE shadowed (v int); INSERT INTO shadowed VALUES (1)',
+               contention => 'queue', key => 'qcounter:1');
+SELECT (SELECT count(*) FROM public.shadowed) AS in_public,
+       (SELECT count(*) FROM pg_temp.shadowed) AS in_temp;
+CALL occ.retry('SELECT * FROM not_yet_there', contention => 'queue', key => 'qcounter:1');
+SELECT attempts, outcome, last_sqlstate FROM occ.last_retry();
+DROP TABLE pg_temp.shadowed, public.shadowed;
 -- the same through the setting, with keys learned (no key given): a few
 -- failures are not enough to queue (the call backs off 1 ms); after eight
 -- (decaying: eight or nine) the learner finds the body hot (its attempts

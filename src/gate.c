@@ -222,6 +222,24 @@ occ_gates_release(OccGates *gates)
 		occ_gate_release(&gates->gates[i]);
 }
 
+/* What occ_gate_wait's step works on, and its outcome */
+typedef struct OccGateWaitStep
+{
+	OccGate    *gate;
+	OccGateWait outcome;
+} OccGateWaitStep;
+
+/* occ_gate_wait_step: wait for the gate (OCC_GATE_UNAVAILABLE: no room) */
+static void
+occ_gate_wait_step(void *arg)
+{
+	OccGateWaitStep *step = (OccGateWaitStep *) arg;
+
+	if (occ_lock_acquire_extended(&step->gate->tag, OCC_GATE_LOCKMODE, true, false,
+								  false, NULL) == LOCKACQUIRE_NOT_AVAIL)
+		step->outcome = OCC_GATE_UNAVAILABLE;	/* out of lock table memory */
+}
+
 /*
  * occ_gate_wait: wait for the gate, at most timeout_usec microseconds when
  * that is positive (through lock_timeout, which also applies if shorter).
@@ -235,11 +253,10 @@ occ_gates_release(OccGates *gates)
 static OccGateWait
 occ_gate_wait(OccGate *gate, double timeout_usec)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
 	int			saved_lock_timeout = LockTimeout;
 	bool		bounded = false;	/* did we shorten lock_timeout? */
-	volatile OccGateWait outcome = OCC_GATE_TAKEN;
+	OccGateWaitStep step = {gate, OCC_GATE_TAKEN};
+	ErrorData  *edata;
 
 	Assert(!gate->held);
 
@@ -262,36 +279,16 @@ occ_gate_wait(OccGate *gate, double timeout_usec)
 		}
 	}
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
+	edata = occ_subxact_run(occ_gate_wait_step, &step, true);
+	LockTimeout = saved_lock_timeout;
+	if (edata != NULL)
 	{
-		if (occ_lock_acquire_extended(&gate->tag, OCC_GATE_LOCKMODE, true, false,
-								false, NULL) == LOCKACQUIRE_NOT_AVAIL)
-			outcome = OCC_GATE_UNAVAILABLE; /* out of lock table memory */
-		LockTimeout = saved_lock_timeout;
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		LockTimeout = saved_lock_timeout;
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		/* runs LockErrorCleanup(), which keeps a lock granted meanwhile */
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-
+		/* the rollback ran LockErrorCleanup(), which keeps a lock granted meanwhile */
 		if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
-			outcome = bounded ? OCC_GATE_TIMED_OUT : OCC_GATE_UNAVAILABLE;
+			step.outcome = bounded ? OCC_GATE_TIMED_OUT : OCC_GATE_UNAVAILABLE;
 		else if (edata->sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED ||
 				 edata->sqlerrcode == ERRCODE_OUT_OF_MEMORY)
-			outcome = OCC_GATE_UNAVAILABLE;
+			step.outcome = OCC_GATE_UNAVAILABLE;
 		else
 		{
 			gate->held = true;	/* a grant may have raced the cancel */
@@ -300,12 +297,11 @@ occ_gate_wait(OccGate *gate, double timeout_usec)
 		}
 		FreeErrorData(edata);
 	}
-	PG_END_TRY();
 
 	/* a grant may also have raced a timeout or a deadlock report */
-	gate->held = (outcome == OCC_GATE_TAKEN ||
+	gate->held = (step.outcome == OCC_GATE_TAKEN ||
 				  occ_lock_held_by_me(&gate->tag, OCC_GATE_LOCKMODE));
-	return gate->held ? OCC_GATE_TAKEN : outcome;
+	return gate->held ? OCC_GATE_TAKEN : step.outcome;
 }
 
 /*

@@ -57,11 +57,10 @@
  * least two slots more than its own, and is not learned otherwise until
  * one cools: a tenant that keeps many bodies failing, in its database or
  * another, keeps at most its share of each set, and never switches
- * learning (queue mode without a key) off for the others.  The sets are split over
- * OCC_LEARN_LOCKS LWLocks (the counts decay with exp(), which an LWLock,
- * unlike a spinlock, may cover).  Without
- * preloading there is nothing to learn from: calls without a key run
- * without a gate.
+ * learning (queue mode without a key) off for the others.  The sets are
+ * split over OCC_LEARN_LOCKS LWLocks (the counts decay with exp(), which an
+ * LWLock, unlike a spinlock, may cover).  Without preloading there is
+ * nothing to learn from: calls without a key run without a gate.
  *
  *-------------------------------------------------------------------------
  */
@@ -420,8 +419,7 @@ occ_learn_evictable(OccLearnBody *set)
 		int			theirs = occ_learn_tenant_slots(set, set[i].userid, set[i].dbid);
 
 		if (theirs > most ||
-			(theirs == most && victim != NULL && theirs > mine + 1 &&
-			 set[i].n.attempts < victim->n.attempts))
+			(theirs == most && victim != NULL && set[i].n.attempts < victim->n.attempts))
 		{
 			most = theirs;
 			victim = &set[i];

@@ -252,6 +252,7 @@ extern bool occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body
 extern void occ_attempt_body(OccBody *body, ParamListInfo params, int number,
 							 DestReceiver *dest);
 extern int	occ_attempt_running(void);
+extern void occ_attempt_warm(const OccRetrySpec *spec, OccBody **body);
 
 /* backoff.c */
 extern Interval *occ_usec_to_interval(double usec);
@@ -269,6 +270,8 @@ extern OccBody *occ_body_open(const char *sql, uint64 sql_hash, int nargs,
 extern int	occ_body_nstmts(const OccBody *body);
 extern struct _SPI_plan *occ_body_plan(OccBody *body, int i);
 extern bool occ_body_shares(const OccBody *body);
+extern bool occ_body_prepared(const OccBody *body);
+extern void occ_body_analyze(OccBody *body);
 extern void occ_body_close(OccBody *body);
 
 /* foreign.c */
@@ -416,6 +419,9 @@ extern OccDecision occ_policy_after_failure(OccPolicy *p, const OccFailure *f);
 extern OccDecision occ_policy_after_wait(OccPolicy *p, const OccFailure *f,
 										 OccGateWait outcome);
 extern void occ_policy_end(OccPolicy *p);
+
+/* subxact.c */
+extern ErrorData *occ_subxact_run(void (*step) (void *arg), void *arg, bool keep);
 
 /* sqlstate.c */
 extern OccSqlstatesProblem occ_parse_sqlstates(List *items, OccSqlstates *out,

@@ -323,6 +323,42 @@ occ_body_nstmts(const OccBody *body)
 	return body->nstmts;
 }
 
+/* occ_body_prepared: has every statement of the body a plan? */
+bool
+occ_body_prepared(const OccBody *body)
+{
+	for (int i = 0; i < body->nstmts; i++)
+		if (body->stmts[i].plan == NULL)
+			return false;
+	return true;
+}
+
+/*
+ * occ_body_analyze: parse and analyse the statements not prepared yet, and
+ * forget them: what that reads of the catalogs stays cached in this
+ * backend, so preparing them as they run costs little; nothing else is
+ * kept, so each is still analysed after the ones before it have run.
+ * Errors throw.
+ */
+void
+occ_body_analyze(OccBody *body)
+{
+	for (int i = 0; i < body->nstmts; i++)
+	{
+		OccBodyStmt *stmt = &body->stmts[i];
+		char	   *text;
+		SPIPlanPtr	plan;
+
+		if (stmt->plan != NULL)
+			continue;
+		text = pnstrdup(body->sql + stmt->location, stmt->length);
+		plan = SPI_prepare(text, body->key.nargs, body->key.argtypes);
+		pfree(text);
+		if (plan != NULL)
+			SPI_freeplan(plan);
+	}
+}
+
 /*
  * occ_body_plan: the plan of statement i, prepared (from its own text, when
  * it first runs) and saved.  Parse analysis errors throw.

@@ -472,7 +472,10 @@ occ_run_call(FunctionCallInfo fcinfo, OccCall *call)
 		OccDecision d = occ_policy_before_first(&call->policy);
 
 		if (d.step == OCC_STEP_WAIT)
+		{
+			occ_attempt_warm(&call->spec, &call->body);
 			(void) occ_policy_after_wait(&call->policy, NULL, occ_wait_gate(call, d.usec));
+		}
 		occ_attempts(call, attemptcxt);
 	}
 	PG_CATCH();

@@ -4,8 +4,9 @@
 # that a regression shows before a release: round r runs REF then this tree,
 # or this tree then REF, alternately; each run is a whole run.sh in a
 # throwaway cluster of its own (its tables in OUT/REF-r and OUT/head-r).
-# At the end, OUT/ab.md: per workload and form, the median over the rounds
-# of each build's commits/s and p99, and head's ratio to REF's.  Builds REF
+# At the end, OUT/ab.md: per workload, client count and form, the median
+# over the rounds of each build's commits/s, p99 and p99 over the ideal FIFO
+# wait (N clients / commits/s), and head's ratios to REF's.  Builds REF
 # in a git worktree under OUT.  As root, on a machine where test/setup.sh
 # has run.
 #
@@ -33,15 +34,19 @@ for f in glob.glob(os.path.join(out, "*-[0-9]*", "results.csv")):
     build = os.path.basename(os.path.dirname(f)).rsplit("-", 1)[0]
     for row in csv.DictReader(open(f)):
         if row["commits_per_s"]:
-            runs.setdefault((row["mode"], row["form"]), {}).setdefault(build, []).append(
-                (float(row["commits_per_s"]), float(row["p99_ms"])))
-print(f"| workload | form | commits/s {ref} | commits/s head | x | p99 ms {ref} | p99 ms head | x |")
-print("|---|---|---:|---:|---:|---:|---:|---:|")
-for (mode, form), by in sorted(runs.items()):
-    a, b = by.get(ref, [(0, 0)]), by.get("head", [(0, 0)])
+            x, p99, n = float(row["commits_per_s"]), float(row["p99_ms"]), int(row["clients"])
+            runs.setdefault((row["mode"], n, row["form"]), {}).setdefault(build, []).append(
+                (x, p99, p99 / (1000.0 * n / x) if x else 0))
+print(f"| workload | clients | form | commits/s {ref} | commits/s head | x | p99 ms {ref} | p99 ms head | x "
+      f"| p99 / N/X {ref} | p99 / N/X head |")
+print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+for (mode, n, form), by in sorted(runs.items()):
+    a, b = by.get(ref, [(0, 0, 0)]), by.get("head", [(0, 0, 0)])
     ta, tb = statistics.median(x[0] for x in a), statistics.median(x[0] for x in b)
     pa, pb = statistics.median(x[1] for x in a), statistics.median(x[1] for x in b)
-    print(f"| {mode} | {form} | {ta:.0f} | {tb:.0f} | {tb / ta if ta else 0:.3f} | {pa:.0f} | {pb:.0f} | {pb / pa if pa else 0:.2f} |")
+    ia, ib = statistics.median(x[2] for x in a), statistics.median(x[2] for x in b)
+    print(f"| {mode} | {n} | {form} | {ta:.0f} | {tb:.0f} | {tb / ta if ta else 0:.3f} | {pa:.0f} | {pb:.0f} "
+          f"| {pb / pa if pa else 0:.2f} | {ia:.2f} | {ib:.2f} |")
 PY
 }
 for r in $(seq 1 "$rounds"); do

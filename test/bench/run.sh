@@ -202,6 +202,7 @@ Usage: $0 [--quick | --full] [options]
   --reps R             fixed-work repetitions, averaged (default: $REPS)
   --contention-clients "16 64 128"  client counts of the contention mode
   --contention-forms "..."  its forms (default: $CONTENTION_FORMS)
+  --no-guards          the contention mode without its guard workloads
   --rounds R           interleaved rounds of the contention and client modes (default: $ROUNDS)
   --client-clients "64"  client counts of the client mode (default: $CLIENT_CLIENTS)
   --storm-clients N    connections of the storm mode (default: $STORM_CLIENTS)
@@ -295,6 +296,7 @@ parse_args() {
 			--reps) REPS=$2; shift ;;
 			--contention-clients) CONTENTION_CLIENTS=$2; shift ;;
 			--contention-forms) CONTENTION_FORMS=$2; shift ;;
+			--no-guards) DO_GUARDS=0 ;;
 			--rounds) ROUNDS=$2; shift ;;
 			--client-clients) CLIENT_CLIENTS=$2; shift ;;
 			--storm-clients) STORM_CLIENTS=$2; shift ;;
