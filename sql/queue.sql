@@ -31,19 +31,36 @@ CALL occ.retry('SELECT conflict_until_gated(); UPDATE qcounter SET v = v + 1',
                attempts => NULL, slept => NULL);
 SELECT attempts, slept, outcome, waited < '10min' AS waited_briefly FROM occ.last_retry();
 SELECT * FROM gates;
--- A call that waits for its gate before its first attempt (its key is hot
--- now) first analyses the statements of a body new to the session, and
--- forgets them (the catalogs they read stay cached): each statement still
--- runs as analysed after the ones before it have run (the temporary table
--- that the first creates is the one the second fills, not the table of the
--- same name in public), and an error found early is the attempt's to meet
+-- A call that waits for its gate before its first attempt (its key is hot:
+-- three failures in a row) first analyses the statements of a body new to
+-- the session, and forgets them (the catalogs they read stay cached), in a
+-- transaction rolled back before the wait: each statement still runs as
+-- analysed after the ones before it have run (the temporary table that the
+-- first creates is the one the second fills, not the table of the same
+-- name in public); an error found early is the attempt's to meet
+CREATE FUNCTION fail_thrice() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF occ.attempt() <= 3 THEN
+    RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
+  END IF;
+END $$;
 CREATE TABLE shadowed (v int);
+SELECT occ.setseed(0.5);   -- no probe among the calls below
+CALL occ.retry('SELECT fail_thrice()', contention => 'queue', key => 'warm:1',
+               base => '1ms', cap => '1ms');
 CALL occ.retry('CREATE TEMP TABLE shadowed (v int); INSERT INTO shadowed VALUES (1)',
-               contention => 'queue', key => 'qcounter:1');
+               contention => 'queue', key => 'warm:1');
 SELECT (SELECT count(*) FROM public.shadowed) AS in_public,
        (SELECT count(*) FROM pg_temp.shadowed) AS in_temp;
-CALL occ.retry('SELECT * FROM not_yet_there', contention => 'queue', key => 'qcounter:1');
+CALL occ.retry('SELECT * FROM not_yet_there', contention => 'queue', key => 'warm:1');
 SELECT attempts, outcome, last_sqlstate FROM occ.last_retry();
+CALL occ.retry('SELECT 1', contention => 'queue', key => 'warm:1', isolation => 'repeatable read',
+               attempts => NULL, slept => NULL);
+-- each of them queued before its first attempt
+SELECT query, calls, attempts, queued FROM occ.stats
+ WHERE query LIKE '%shadowed%' OR query LIKE '%not_yet_there%' OR query = 'SELECT 1'
+ ORDER BY query COLLATE "C";
+DROP FUNCTION fail_thrice();
 DROP TABLE pg_temp.shadowed, public.shadowed;
 -- the same through the setting, with keys learned (no key given): a few
 -- failures are not enough to queue (the call backs off 1 ms); after eight

@@ -38,6 +38,7 @@
 #include "utils/memutils.h"
 #include "utils/portal.h"
 #include "utils/resowner.h"
+#include "utils/snapmgr.h"
 
 #include "pg_occ.h"
 
@@ -58,7 +59,10 @@ typedef struct OccWarm
 	OccBody   **body;
 } OccWarm;
 
-/* occ_attempt_warm_step: open the body, and analyse its statements */
+/*
+ * occ_attempt_warm_step: open the body, and analyse its statements under a
+ * snapshot, as PostgreSQL analyses a query
+ */
 static void
 occ_attempt_warm_step(void *arg)
 {
@@ -67,19 +71,23 @@ occ_attempt_warm_step(void *arg)
 	if (*w->body == NULL)
 		*w->body = occ_body_open(w->spec->sql, w->spec->sql_hash, w->spec->nargs,
 								 w->spec->argtypes);
+	PushActiveSnapshot(GetTransactionSnapshot());
 	occ_body_analyze(*w->body);
+	PopActiveSnapshot();
 }
 
 /*
  * occ_attempt_warm: before a call waits for its gate, open its body and
  * analyse the statements that this session has not prepared yet, in a
- * subtransaction rolled back at once (no lock outlives it), so that the
- * first call of a body in a session reads the catalogs while it waits, not
- * while it holds the gate that the calls behind it wait for: about 1 ms of
- * a 2.5 ms turn on the benchmark's hot row, once per session, which made
- * the first turn of 64 new sessions 1.4 x as long as the next ones.  An
- * error is left for the attempt to meet again; a cancel or a termination
- * is rethrown.
+ * transaction of their own, rolled back at once (no lock and no snapshot
+ * outlives it: the attempt, after the wait, sees what committed during
+ * it), so that the first call of a body in a session reads the catalogs
+ * while it waits, not while it holds the gate that the calls behind it
+ * wait for: about 1 ms of a 2.5 ms turn on the benchmark's hot row, once
+ * per session, which made the first turn of 64 new sessions 1.4 x as long
+ * as the next ones.  An error is left for the attempt to meet again; a
+ * cancel or a termination is rethrown.  Called between transactions, like
+ * the wait.
  */
 void
 occ_attempt_warm(const OccRetrySpec *spec, OccBody **body)
@@ -90,6 +98,7 @@ occ_attempt_warm(const OccRetrySpec *spec, OccBody **body)
 	if (*body != NULL && occ_body_prepared(*body))
 		return;
 	edata = occ_subxact_run(occ_attempt_warm_step, &w, false);
+	SPI_rollback();
 	if (edata == NULL)
 		return;
 	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
