@@ -701,20 +701,36 @@ occ_batch_note(OccBatchMember *m, OccBatchKind kind, const Jsonb *result,
 	return true;
 }
 
-/* occ_batch_finish: under the lock, member m's outcome is final: wake it */
-static void
+/*
+ * occ_batch_finish: under the lock, member m's outcome is final.  Returns
+ * whether its call waits for it: the caller wakes it (occ_batch_wake) once
+ * it has let go of the lock, which every follower's wake-up takes.
+ */
+static bool
 occ_batch_finish(OccBatchMember *m)
 {
 	OccBatchSlot *slot = &occ_batch->slots[m->slot];
+	bool		waits = false;
 
 	if (slot->state == OCC_SLOT_ABANDONED)
 		slot->state = OCC_SLOT_IDLE;
 	else if (slot->state == OCC_SLOT_CLAIMED && slot->pid == m->pid)
 	{
 		slot->state = OCC_SLOT_DONE;
-		ConditionVariableSignal(&slot->cv);
+		waits = true;
 	}
 	m->finished = true;
+	return waits;
+}
+
+/*
+ * occ_batch_wake: wake the call of member m, finished (a late wake-up of
+ * the slot's next call only makes it look at its state again)
+ */
+static void
+occ_batch_wake(const OccBatchMember *m)
+{
+	ConditionVariableSignal(&occ_batch->slots[m->slot].cv);
 }
 
 /*
@@ -726,14 +742,18 @@ occ_batch_finish(OccBatchMember *m)
 void
 occ_batch_send(OccBatchMember *m, OccBatchKind kind, const ErrorData *edata)
 {
+	bool		waits;
+
 	if (edata != NULL)
 		(void) occ_batch_note(m, kind, NULL, edata);
 	else
 		occ_batch_slot_kind(m, kind);
 	occ_batch->slots[m->slot].at_commit = false;
 	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
-	occ_batch_finish(m);
+	waits = occ_batch_finish(m);
 	LWLockRelease(occ_batch->lock);
+	if (waits)
+		occ_batch_wake(m);
 }
 
 /*
@@ -754,7 +774,7 @@ occ_batch_gone(OccBatchMember *members, int n)
 		if (members[i].finished ||
 			(s->state == OCC_SLOT_CLAIMED && s->pid == members[i].pid))
 			continue;
-		occ_batch_finish(&members[i]);
+		(void) occ_batch_finish(&members[i]);	/* gone: no one waits */
 		gone++;
 	}
 	LWLockRelease(occ_batch->lock);
@@ -828,11 +848,13 @@ occ_batch_publish(OccBatchMember *members, int n, bool committed, int batch_size
 	}
 	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < n; i++)
-		if (!members[i].finished)
-			occ_batch_finish(&members[i]);
+		members[i].wake = !members[i].finished && occ_batch_finish(&members[i]);
 	LWLockRelease(occ_batch->lock);
 	occ_led = NULL;
 	occ_nled = 0;
+	for (int i = 0; i < n; i++)
+		if (members[i].wake)
+			occ_batch_wake(&members[i]);
 }
 
 /*

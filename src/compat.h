@@ -12,6 +12,7 @@
 #ifndef PG_OCC_COMPAT_H
 #define PG_OCC_COMPAT_H
 
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
 #include "storage/lwlock.h"
@@ -130,6 +131,70 @@
 #else
 #define occ_guc_variables(n) (*(n) = GetNumConfigOptions(), get_guc_variables())
 #define occ_guc_variables_free(vars) ((void) (vars))
+#endif
+
+/*
+ * occ_guc_walk_hash(&hash, skip): hash (hash_combine64 of hash_bytes) the
+ * name and value of every setting that SerializeGUCState would send to a
+ * parallel worker (not at its default, not fixed at start-up, not role),
+ * but those whose name skip() accepts, walking the table itself; returns
+ * whether it did.  Before 16 the table is an array, which serialising walks
+ * twice (estimating the size, then formatting every value): the walk costs
+ * a fraction of it, and batch mode fingerprints the settings once per call
+ * and once per body.  From 16 on it does not (returns false):
+ * SerializeGUCState walks only the settings not at their default, while
+ * get_guc_variables() sorts a copy of them all.
+ */
+#if PG_VERSION_NUM >= 160000
+#define occ_guc_walk_hash(hash, skip) ((void) (hash), (void) (skip), false)
+#else
+static inline bool
+occ_guc_walk_hash(uint64 *hash, bool (*skip) (const char *name))
+{
+	struct config_generic **vars = get_guc_variables();
+	int			n = GetNumConfigOptions();
+	uint64		h = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		struct config_generic *g = vars[i];
+		const void *value;
+		Size		len;
+
+		if (g->source == PGC_S_DEFAULT || g->context == PGC_POSTMASTER ||
+			g->context == PGC_INTERNAL || strcmp(g->name, "role") == 0 || skip(g->name))
+			continue;
+		switch (g->vartype)
+		{
+			case PGC_BOOL:
+				value = ((struct config_bool *) g)->variable;
+				len = sizeof(bool);
+				break;
+			case PGC_INT:
+				value = ((struct config_int *) g)->variable;
+				len = sizeof(int);
+				break;
+			case PGC_REAL:
+				value = ((struct config_real *) g)->variable;
+				len = sizeof(double);
+				break;
+			case PGC_ENUM:
+				value = ((struct config_enum *) g)->variable;
+				len = sizeof(int);
+				break;
+			default:
+				value = *((struct config_string *) g)->variable;
+				len = value ? strlen(value) + 1 : 0;
+				break;
+		}
+		h = hash_combine64(h, hash_bytes_extended((const unsigned char *) g->name,
+												  strlen(g->name) + 1, 0));
+		h = hash_combine64(h, hash_bytes_extended((const unsigned char *) (value ? value : ""),
+												  len, 0));
+	}
+	*hash = h;
+	return true;
+}
 #endif
 
 /*

@@ -265,12 +265,14 @@ extern void occ_sleep_usec(double usec);
 extern void occ_check_client(void);
 
 /* plan_cache.c */
+extern OccBody *occ_body_find(const char *sql, uint64 sql_hash, int nargs,
+							  const Oid *argtypes);
 extern OccBody *occ_body_open(const char *sql, uint64 sql_hash, int nargs,
 							  const Oid *argtypes);
 extern int	occ_body_nstmts(const OccBody *body);
 extern struct _SPI_plan *occ_body_plan(OccBody *body, int i);
 extern bool occ_body_shares(const OccBody *body);
-extern bool occ_body_prepared(const OccBody *body);
+extern bool occ_body_warm(const OccBody *body);
 extern void occ_body_analyze(OccBody *body);
 extern void occ_body_close(OccBody *body);
 
@@ -507,6 +509,7 @@ typedef struct OccBatchMember
 	ParamListInfo params;
 	OccBatchKind kind;			/* its outcome so far */
 	bool		finished;		/* told already */
+	bool		wake;			/* to wake once the lock is let go (publish) */
 } OccBatchMember;
 
 extern Size occ_batch_shmem_size(void);

@@ -68,6 +68,7 @@ struct OccBody
 	int			nstmts;
 	OccBodyStmt *stmts;
 	bool		shares;			/* no statement keeps state in the session */
+	bool		analysed;		/* occ_body_analyze ran without an error */
 	Size		bytes;			/* memory of cxt and of the prepared plans */
 	bool		kept;			/* in the session's cache (else the call's) */
 	dlist_node	lru;			/* in occ_lru, most recently used first */
@@ -243,6 +244,35 @@ occ_trim(OccBody *in_use, bool making_room)
 		occ_body_unkeep(in_use);
 }
 
+/* occ_plan_key: the cache's key of a body */
+static void
+occ_plan_key(OccPlanKey *key, uint64 sql_hash, int nargs, const Oid *argtypes)
+{
+	memset(key, 0, sizeof(*key));
+	key->sql_hash = sql_hash;
+	key->nargs = nargs;
+	memcpy(key->argtypes, argtypes, nargs * sizeof(Oid));
+}
+
+/*
+ * occ_body_find: the body of sql with these parameter types if this
+ * session keeps it, else NULL; never throws
+ */
+OccBody *
+occ_body_find(const char *sql, uint64 sql_hash, int nargs, const Oid *argtypes)
+{
+	OccPlanKey	key;
+	OccPlanEntry *entry;
+
+	if (occ_plans == NULL)
+		return NULL;
+	occ_plan_key(&key, sql_hash, nargs, argtypes);
+	entry = hash_search(occ_plans, &key, HASH_FIND, NULL);
+	if (entry == NULL || strcmp(entry->body->sql, sql) != 0)
+		return NULL;
+	return entry->body;
+}
+
 /*
  * occ_body_open: the body of sql with the given parameter types, for one
  * call: the kept one when there is one, else a new one, split into its
@@ -269,11 +299,7 @@ occ_body_open(const char *sql, uint64 sql_hash, int nargs, const Oid *argtypes)
 								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 
-	memset(&key, 0, sizeof(key));
-	key.sql_hash = sql_hash;
-	key.nargs = nargs;
-	memcpy(key.argtypes, argtypes, nargs * sizeof(Oid));
-
+	occ_plan_key(&key, sql_hash, nargs, argtypes);
 	entry = hash_search(occ_plans, &key, HASH_FIND, NULL);
 	if (entry != NULL && strcmp(entry->body->sql, sql) == 0)
 	{
@@ -323,10 +349,17 @@ occ_body_nstmts(const OccBody *body)
 	return body->nstmts;
 }
 
-/* occ_body_prepared: has every statement of the body a plan? */
+/*
+ * occ_body_warm: has this session read what the body's statements need of
+ * the catalogs: has every one a plan, or were they analysed already
+ * (occ_body_analyze)?  A batch's follower, whose body its leader runs,
+ * prepares none of them.
+ */
 bool
-occ_body_prepared(const OccBody *body)
+occ_body_warm(const OccBody *body)
 {
+	if (body->analysed)
+		return true;
 	for (int i = 0; i < body->nstmts; i++)
 		if (body->stmts[i].plan == NULL)
 			return false;
@@ -338,7 +371,7 @@ occ_body_prepared(const OccBody *body)
  * forget them: what that reads of the catalogs stays cached in this
  * backend, so preparing them as they run costs little; nothing else is
  * kept, so each is still analysed after the ones before it have run.
- * Errors throw.
+ * Once done, the body is warm for the session.  Errors throw.
  */
 void
 occ_body_analyze(OccBody *body)
@@ -357,6 +390,7 @@ occ_body_analyze(OccBody *body)
 		if (plan != NULL)
 			SPI_freeplan(plan);
 	}
+	body->analysed = true;
 }
 
 /*

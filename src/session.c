@@ -121,19 +121,23 @@ occ_hash_settings(const char *p, Size len, uint64 *hash)
 uint64
 occ_session_fingerprint(void)
 {
-	Size		size = EstimateGUCStateSpace();
-	char	   *state = palloc0(size);
-	Size		used;
 	uint64		hash;
 	Oid			userid = GetUserId();
 
-	/* the state begins with its length; the estimate may be larger */
-	SerializeGUCState(size, state);
-	memcpy(&used, state, sizeof(used));
-	used = Min(used, size - sizeof(used));
-	if (!occ_hash_settings(state + sizeof(used), used, &hash))
-		hash = hash_bytes_extended((const unsigned char *) state + sizeof(used), used, 0);
-	pfree(state);
+	if (!occ_guc_walk_hash(&hash, occ_meaningless))
+	{
+		Size		size = EstimateGUCStateSpace();
+		char	   *state = palloc0(size);
+		Size		used;
+
+		/* the state begins with its length; the estimate may be larger */
+		SerializeGUCState(size, state);
+		memcpy(&used, state, sizeof(used));
+		used = Min(used, size - sizeof(used));
+		if (!occ_hash_settings(state + sizeof(used), used, &hash))
+			hash = hash_bytes_extended((const unsigned char *) state + sizeof(used), used, 0);
+		pfree(state);
+	}
 	return hash_combine64(hash, hash_bytes_extended((const unsigned char *) &userid,
 													sizeof(userid), 0));
 }
