@@ -13,12 +13,15 @@
  *	  attempt.c		one attempt as a transaction (with plan_cache.c, the
  *					kept plans of bodies, result.c, the body's rows, and
  *					foreign.c, the foreign tables it writes to),
- *	  batch.c		batch mode's queue: a call hands its body to its key's
- *					leader and learns the outcome (handover.c, the bytes
- *					of the request and of an error),
+ *	  follow.c		batch mode's follower: a call hands its body to its
+ *					key's leader and learns the outcome (handover.c, the
+ *					bytes of the request and of an error),
  *	  lead.c		the leader's part: the calls it took, run in its
  *					attempt (with attempt.c, and session.c, what a body
- *					depends on and leaves in its session),
+ *					depends on and leaves in its session), and their
+ *					outcomes told (outcome.c),
+ *	  batch.c		under both, batch mode's queue: its slots in shared
+ *					memory (batch_slots.h), the lead and the calls taken,
  *	  policy.c		the decision after a failed attempt, which uses
  *		key.c			the call's contention keys, given or carried,
  *		learner.c		which values a body's failures concentrate on,
@@ -517,13 +520,19 @@ extern void occ_batch_shmem_request(void);
 extern void occ_batch_shmem_init(void);
 extern bool occ_batch_available(void);
 extern uint64 occ_batch_signature(const OccRetrySpec *spec, uint64 fingerprint);
+extern void occ_batch_leave(void);
+extern int	occ_batch_claim(uint64 key, uint64 signature, int max,
+							OccBatchMember *members);
+extern void occ_batch_orphan(void);
+extern double occ_batch_body_usec(void);
+
+/* follow.c: a follower in batch mode */
 extern OccBatchJoin occ_batch_join(const OccRetrySpec *spec, uint64 key,
 								   uint64 signature, int attempt, bool want_result,
 								   uint64 *seq, double timeout_usec,
 								   OccBatchOutcome *out);
-extern void occ_batch_leave(void);
-extern int	occ_batch_claim(uint64 key, uint64 signature, int max,
-							OccBatchMember *members);
+
+/* outcome.c: the outcomes a leader tells the calls it took */
 extern bool occ_batch_note(OccBatchMember *m, OccBatchKind kind,
 						   const Jsonb *result, const ErrorData *edata);
 extern void occ_batch_slot_kind(OccBatchMember *m, OccBatchKind kind);
@@ -531,8 +540,6 @@ extern void occ_batch_send(OccBatchMember *m, OccBatchKind kind,
 						   const ErrorData *edata);
 extern int	occ_batch_gone(OccBatchMember *members, int n);
 extern void occ_batch_seal(OccBatchMember *members, int n, double body_usec);
-extern void occ_batch_orphan(void);
-extern double occ_batch_body_usec(void);
 extern void occ_batch_publish(OccBatchMember *members, int n, bool committed,
 							  int batch_size, const ErrorData *edata,
 							  bool at_commit);

@@ -127,7 +127,7 @@ occ_sleep_between(OccCall *call, double delay)
 
 /*
  * occ_join_batch: in batch mode, instead of waiting for the gate of a
- * single key, join the key's batch queue (batch.c) until a leader has run
+ * single key, join the key's batch queue (follow.c) until a leader has run
  * the call (call->handed, *outcome OCC_GATE_TAKEN) or the timeout ran out
  * (OCC_GATE_TIMED_OUT): returns true.  Returns false when the call is to
  * wait for the gate itself: it leads the key, or must run alone.
