@@ -32,6 +32,11 @@ include $(PGXS)
 # go to src/ under the current directory
 $(shell mkdir -p src)
 
+# every object is built again when a header changes: PGXS tracks no header
+# (unless PostgreSQL was configured with --enable-depend), and a struct that
+# two objects lay out differently corrupts memory
+$(OBJS): $(addprefix $(srcdir)/,src/pg_occ.h src/compat.h src/batch_slots.h)
+
 # pgTAP: the API surface, test/tap/*.sql through pg_prove
 .PHONY: prove_installcheck
 prove_installcheck:

@@ -61,12 +61,20 @@ static bool occ_exit_registered = false;
 
 static void occ_batch_exit(int code, Datum arg);
 
-/* occ_batch_shmem_size: the slots, one per backend */
+/* occ_batch_slots_size: the slots, one per backend, without their bytes */
+static Size
+occ_batch_slots_size(void)
+{
+	return MAXALIGN(add_size(offsetof(OccBatchShared, slots),
+							 mul_size(MaxBackends, sizeof(OccBatchSlot))));
+}
+
+/* occ_batch_shmem_size: the slots and their bytes */
 Size
 occ_batch_shmem_size(void)
 {
-	return add_size(offsetof(OccBatchShared, slots),
-					mul_size(MaxBackends, sizeof(OccBatchSlot)));
+	return add_size(occ_batch_slots_size(),
+					mul_size(MaxBackends, OCC_BATCH_REQUEST_BYTES + OCC_BATCH_OUTCOME_BYTES));
 }
 
 /* occ_batch_shmem_request: our LWLock */
@@ -81,6 +89,7 @@ void
 occ_batch_shmem_init(void)
 {
 	bool		found;
+	char	   *bytes;
 
 	occ_batch = ShmemInitStruct("pg_occ batch", occ_batch_shmem_size(), &found);
 	if (found)
@@ -88,10 +97,16 @@ occ_batch_shmem_init(void)
 	occ_batch->lock = &(GetNamedLWLockTranche("pg_occ batch"))->lock;
 	occ_batch->next_seq = 1;
 	occ_batch->nslots = MaxBackends;
+	bytes = (char *) occ_batch + occ_batch_slots_size();
 	for (int i = 0; i < MaxBackends; i++)
 	{
-		memset(&occ_batch->slots[i], 0, offsetof(OccBatchSlot, request));
-		ConditionVariableInit(&occ_batch->slots[i].cv);
+		OccBatchSlot *slot = &occ_batch->slots[i];
+
+		memset(slot, 0, sizeof(OccBatchSlot));
+		ConditionVariableInit(&slot->cv);
+		slot->request = bytes;
+		slot->outcome = bytes + OCC_BATCH_REQUEST_BYTES;
+		bytes += OCC_BATCH_REQUEST_BYTES + OCC_BATCH_OUTCOME_BYTES;
 	}
 }
 

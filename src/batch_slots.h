@@ -61,10 +61,16 @@ typedef struct OccBatchSlot
 	bool		at_commit;
 	int32		request_len;
 	int32		outcome_len;
-	char		request[OCC_BATCH_REQUEST_BYTES];
-	char		outcome[OCC_BATCH_OUTCOME_BYTES];
+	char	   *request;		/* OCC_BATCH_REQUEST_BYTES, apart */
+	char	   *outcome;		/* OCC_BATCH_OUTCOME_BYTES, apart */
 } OccBatchSlot;
 
+/*
+ * The slots, then their requests and outcomes: the slots, which every
+ * join and every leader's taking scan under the lock, lie together (with
+ * the bytes of each slot's call beside it, a scan would read a page per
+ * backend)
+ */
 typedef struct OccBatchShared
 {
 	LWLock	   *lock;
