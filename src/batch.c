@@ -139,8 +139,8 @@ occ_batch_available(void)
 /*
  * occ_batch_signature: what a leader and its followers share, besides the
  * database and the role: the body, its parameter types, the isolation
- * level, the retryable SQLSTATEs and the settings.  The caller has set the
- * session's transaction_isolation to the call's, as an attempt does.
+ * level, the retryable SQLSTATEs and the settings (fingerprint, which
+ * leaves the session's transaction_isolation out).
  */
 uint64
 occ_batch_signature(const OccRetrySpec *spec, uint64 fingerprint)

@@ -69,6 +69,7 @@ struct OccBody
 	OccBodyStmt *stmts;
 	bool		shares;			/* no statement keeps state in the session */
 	bool		analysed;		/* occ_body_analyze ran without an error */
+	bool		planned;		/* a plan was asked for since the last measure */
 	Size		bytes;			/* memory of cxt and of the prepared plans */
 	bool		kept;			/* in the session's cache (else the call's) */
 	dlist_node	lru;			/* in occ_lru, most recently used first */
@@ -406,6 +407,7 @@ occ_body_plan(OccBody *body, int i)
 	Size		added;
 
 	Assert(i >= 0 && i < body->nstmts);
+	body->planned = true;
 	if (stmt->plan != NULL)
 		return stmt->plan;
 
@@ -431,15 +433,16 @@ occ_body_plan(OccBody *body, int i)
 }
 
 /*
- * occ_body_close: the call that opened the body is over.  A kept body is
- * measured again (generic plans may have been made meanwhile); one that is
- * not kept is freed.
+ * occ_body_close: the call that opened the body is over.  A kept body that
+ * ran is measured again (generic plans may have been made meanwhile), not
+ * one whose call a batch's leader ran; one that is not kept is freed.
  */
 void
 occ_body_close(OccBody *body)
 {
-	if (body->kept)
+	if (body->kept && body->planned)
 	{
+		body->planned = false;
 		occ_body_measure(body);
 		occ_trim(body, false);
 	}

@@ -146,7 +146,6 @@ occ_join_batch(OccCall *call, double timeout, OccGateWait *outcome)
 	key = occ_gates_key(gates, 0);
 	if (call->leading && call->lead_key == key)
 		return false;
-	occ_attempt_set_isolation(&call->spec);
 	signature = occ_batch_signature(&call->spec, occ_session_fingerprint());
 	INSTR_TIME_SET_CURRENT(from);
 	for (;;)

@@ -56,17 +56,20 @@ static int	occ_session_nnotifies = 0;
 static uint64 occ_session_notifies[OCC_SESSION_NOTIFIES_MAX];
 
 /*
- * Settings that differ between sessions without changing what a body
- * means: each client names itself
+ * Settings the fingerprint leaves out: application_name, which differs
+ * between sessions without changing what a body means (each client names
+ * itself), and transaction_isolation, which a batch's signature holds
+ * apart, as the call's isolation (a follower does not set it to compare,
+ * and sets nothing that its commit would have to undo)
  */
-static const char *const occ_meaningless_settings[] = {"application_name", NULL};
+static const char *const occ_unhashed_settings[] = {"application_name", "transaction_isolation", NULL};
 
-/* occ_meaningless: is name one of occ_meaningless_settings? */
+/* occ_unhashed: is name one of occ_unhashed_settings? */
 static bool
-occ_meaningless(const char *name)
+occ_unhashed(const char *name)
 {
-	for (int i = 0; occ_meaningless_settings[i] != NULL; i++)
-		if (strcmp(name, occ_meaningless_settings[i]) == 0)
+	for (int i = 0; occ_unhashed_settings[i] != NULL; i++)
+		if (strcmp(name, occ_unhashed_settings[i]) == 0)
 			return true;
 	return false;
 }
@@ -103,7 +106,7 @@ occ_hash_settings(const char *p, Size len, uint64 *hash)
 			sizeof(GucContext) + sizeof(Oid);
 		if (next > end)
 			return false;
-		if (!occ_meaningless(name))
+		if (!occ_unhashed(name))
 			h = hash_combine64(h, hash_bytes_extended((const unsigned char *) name,
 													  file - 1 - name, 0));
 		p = next;
@@ -114,7 +117,7 @@ occ_hash_settings(const char *p, Size len, uint64 *hash)
 
 /*
  * occ_session_fingerprint: a hash of the settings that are not at their
- * built-in default (names and values; application_name left out) and of
+ * built-in default (names and values; not occ_unhashed_settings) and of
  * the current role.  Two sessions with the same fingerprint give a body the
  * same meaning, as far as settings go.
  */
@@ -124,7 +127,7 @@ occ_session_fingerprint(void)
 	uint64		hash;
 	Oid			userid = GetUserId();
 
-	if (!occ_guc_walk_hash(&hash, occ_meaningless))
+	if (!occ_guc_walk_hash(&hash, occ_unhashed))
 	{
 		Size		size = EstimateGUCStateSpace();
 		char	   *state = palloc0(size);

@@ -9,8 +9,8 @@
 # Workloads, each with 64 clients (--batch-clients), --duration seconds:
 #   instant  the hot counter, an instant body: UPDATE hot SET v = v + 1
 #   work     the same with 1 ms of work after the UPDATE
-#   tpcb     pgbench's tpcb-like transaction at scale 1 (not durable)
-#   zipf     keys mode's four zipfian rows, 1 ms of work (not durable)
+#   tpcb     pgbench's tpcb-like transaction at scale 1
+#   zipf     keys mode's four zipfian rows, 1 ms of work
 # Forms:
 #   lock     the counter as one autocommit UPDATE (its row lock);
 #            tpcb-lock, zipf-lock: a READ COMMITTED function
@@ -34,7 +34,7 @@ BATCH_ZIPF_FORMS="zipf-lock zipf-occ zipf-batch-learned"
 
 # batch_runs_per_round: pgbench runs in one round of the batch mode
 batch_runs_per_round() {
-	echo $((4 * $(wc -w <<<"$BATCH_FORMS") + $(wc -w <<<"$BATCH_TPCB_FORMS $BATCH_ZIPF_FORMS")))
+	echo $((4 * $(wc -w <<<"$BATCH_FORMS") + 2 * $(wc -w <<<"$BATCH_TPCB_FORMS $BATCH_ZIPF_FORMS")))
 }
 
 # set_batch_form_args FORM WORK_MS: pgbench arguments of a counter form
@@ -72,7 +72,7 @@ batch_sizes() {
 
 # batch_mode: every round, each workload's forms in turn
 batch_mode() {
-	local rep form durable work
+	local rep form durable work d
 	# batch mode batches at SERIALIZABLE (and READ COMMITTED), not at
 	# REPEATABLE READ: every occ.retry form of this mode, queue mode's too,
 	# runs at SERIALIZABLE (run_one's forms read ISO)
@@ -92,16 +92,19 @@ batch_mode() {
 				done
 			done
 		done
-		batch_durability off
-		# shellcheck disable=SC2086
-		for form in $(in_turn "$rep" $BATCH_TPCB_FORMS); do
-			run_one batch-tpcb "$form" "$BATCH_CLIENTS" 0 "$rep"
-			case $form in *-batch*) batch_sizes "tpcb-like $form" "$form" ;; esac
-		done
-		# shellcheck disable=SC2086
-		for form in $(in_turn "$rep" $BATCH_ZIPF_FORMS); do
-			run_one batch-zipf "$form" "$BATCH_CLIENTS" 1 "$rep"
-			case $form in *-batch*) batch_sizes "zipf $form" "$form" ;; esac
+		for durable in $(in_turn "$rep" on off); do
+			batch_durability "$durable"
+			d=$([ "$durable" = on ] && echo durable || echo fast)
+			# shellcheck disable=SC2086
+			for form in $(in_turn "$rep" $BATCH_TPCB_FORMS); do
+				run_one "batch-tpcb-$d" "$form" "$BATCH_CLIENTS" 0 "$rep"
+				case $form in *-batch*) batch_sizes "tpcb-like ($d) $form" "$form" ;; esac
+			done
+			# shellcheck disable=SC2086
+			for form in $(in_turn "$rep" $BATCH_ZIPF_FORMS); do
+				run_one "batch-zipf-$d" "$form" "$BATCH_CLIENTS" 1 "$rep"
+				case $form in *-batch*) batch_sizes "zipf ($d) $form" "$form" ;; esac
+			done
 		done
 	done
 	batch_durability reset
@@ -132,26 +135,28 @@ batch_tables() {
 			batch_table "batch-w$w-$d" "$w" queue
 		done
 	done
-	echo
-	echo "#### tpcb-like at scale 1, fast, against the READ COMMITTED function"
-	echo
-	batch_table batch-tpcb 0 tpcb-lock
-	echo
-	echo "Against queue mode with the branch as key:"
-	echo
-	batch_table batch-tpcb 0 tpcb-occ-key
-	echo
-	echo "Against queue mode without a key (learned), as batch mode without one (issue 25: at least its commits/s, p99 at most 1.2 x):"
-	echo
-	batch_table batch-tpcb 0 tpcb-occ
-	echo
-	echo "#### zipf (four zipfian rows, 1 ms of work), fast, against the READ COMMITTED function"
-	echo
-	batch_table batch-zipf 1 zipf-lock
-	echo
-	echo "Against queue mode without a key (learned):"
-	echo
-	batch_table batch-zipf 1 zipf-occ
+	for d in durable fast; do
+		echo
+		echo "#### tpcb-like at scale 1, $d, against the READ COMMITTED function"
+		echo
+		batch_table "batch-tpcb-$d" 0 tpcb-lock
+		echo
+		echo "Against queue mode with the branch as key:"
+		echo
+		batch_table "batch-tpcb-$d" 0 tpcb-occ-key
+		echo
+		echo "Against queue mode without a key (learned), as batch mode without one (issue 25: at least its commits/s, p99 at most 1.2 x):"
+		echo
+		batch_table "batch-tpcb-$d" 0 tpcb-occ
+		echo
+		echo "#### zipf (four zipfian rows, 1 ms of work), $d, against the READ COMMITTED function"
+		echo
+		batch_table "batch-zipf-$d" 1 zipf-lock
+		echo
+		echo "Against queue mode without a key (learned):"
+		echo
+		batch_table "batch-zipf-$d" 1 zipf-occ
+	done
 	if [ -f "$OUT/runs/batch_sizes.csv" ]; then
 		echo
 		echo "Batch sizes seen (occ.stats after each batch run: calls that committed in a batch with others, of all calls, and the mean size of their batches):"

@@ -55,10 +55,10 @@ set_keys_form_args() {
 # workload_state MODE: what must grow with the commits of MODE's runs
 workload_state() {
 	case $1 in
-		keys-tpcb | batch-tpcb) sql "SELECT (SELECT count(*) FROM pgbench_history), (SELECT coalesce(sum(delta), 0) FROM pgbench_history),
+		keys-tpcb | batch-tpcb-*) sql "SELECT (SELECT count(*) FROM pgbench_history), (SELECT coalesce(sum(delta), 0) FROM pgbench_history),
 		                       (SELECT sum(abalance) FROM pgbench_accounts), (SELECT sum(tbalance) FROM pgbench_tellers),
 		                       (SELECT sum(bbalance) FROM pgbench_branches)" | tr '|' ' ' ;;
-		keys-zipf | batch-zipf) sql "SELECT sum(v) FROM zrows" ;;
+		keys-zipf | batch-zipf-*) sql "SELECT sum(v) FROM zrows" ;;
 		*) sql "SELECT sum(v) FROM hot" ;;
 	esac
 }
@@ -70,12 +70,12 @@ workload_grew() {
 	read -r -a b <<<"$2"
 	read -r -a a <<<"$3"
 	case $1 in
-		keys-tpcb | batch-tpcb)
+		keys-tpcb | batch-tpcb-*)
 			local delta=$((a[1] - b[1]))
 			[ $((a[0] - b[0])) -eq "$4" ] || { echo "history grew by $((a[0] - b[0])) rows"; return; }
 			[ $((a[2] - b[2])) -eq "$delta" ] && [ $((a[3] - b[3])) -eq "$delta" ] && [ $((a[4] - b[4])) -eq "$delta" ] ||
 				echo "balances moved by $((a[2] - b[2])), $((a[3] - b[3])), $((a[4] - b[4])), history by $delta" ;;
-		keys-zipf | batch-zipf) [ $((a[0] - b[0])) -eq $((4 * $4)) ] || echo "rows grew by $((a[0] - b[0])), not 4 x $4" ;;
+		keys-zipf | batch-zipf-*) [ $((a[0] - b[0])) -eq $((4 * $4)) ] || echo "rows grew by $((a[0] - b[0])), not 4 x $4" ;;
 		*) [ $((a[0] - b[0])) -eq "$4" ] || echo "rows grew by $((a[0] - b[0]))" ;;
 	esac
 }
