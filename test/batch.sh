@@ -20,7 +20,8 @@
 #   4. bodies that leave session state (SET, an advisory lock, a temporary
 #      table) or change synchronous_commit, a session that holds an
 #      advisory lock, and a body that EXECUTEs a prepared statement run
-#      alone, in their own session.
+#      alone, in their own session; so does a caller whose settings differ
+#      from the leader's.
 # The callers' first attempts fail until they hold the key's gate
 # (conflict_until_gated), so every call joins the queue.  A session holds
 # the key's gate (occ.gate) while the calls queue: the first, the leader,
@@ -230,6 +231,23 @@ for who in L keeper; do
     [ "$out" = "[{\"prepared_by\": \"$who\"}]" ] || fail "$who's EXECUTE ran another session's statement: $out"
 done
 echo "batch: a body that EXECUTEs a prepared statement ran in its own session"
+
+# --- 4c. a caller whose session's settings differ from the leader's (its
+# time zone) is not taken into its batch: it runs after it, alone, while
+# one with the leader's settings is taken
+reset
+hold_gate
+for who in L same other; do
+    setup="SET client_min_messages = warning"
+    [ "$who" != other ] || setup="$setup; SET TimeZone = 'Asia/Tokyo'"
+    start_session "$who" -At -c "$setup" -c "$(call "$who")"
+    [ "$who" = L ] && queued L >/dev/null || posted "$who" >/dev/null
+done
+release_gate
+for who in L same other; do outcome "$who" "$(ended "$who")" || fail "$who's outcome"; done
+rows=$(sql "SELECT string_agg(who || ':' || (pid = (SELECT pid FROM log WHERE who = 'L')), ',' ORDER BY seq) FROM log")
+[ "$rows" = "L:true,same:true,other:false" ] || fail "a caller with other settings ran in the leader's batch, or one with the same did not: $rows"
+echo "batch: a caller whose settings differ from the leader's ran after its batch, alone; one with its settings ran in it"
 
 # --- 5. write skew and lost updates stay out with batches: doctors go off
 # call only while another is on call (SERIALIZABLE); however the calls are
