@@ -16,7 +16,7 @@
 # Usage: test/bench/profile.sh [CLIENTS [SECONDS [OUT]]]   (default 64, 8, a temporary directory)
 set -euo pipefail
 CLIENTS=${1:-64}
-SECONDS_=${2:-8}
+DURATION=${2:-8}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 
@@ -25,7 +25,7 @@ if [ -z "${OCC_PROFILE_IN:-}" ]; then
     OUT=${3:-$(mktemp -d)}
     mkdir -p "$OUT"
     OCC_PROFILE_IN=1 OCC_PROFILE_OUT=$OUT pg_virtualenv -t -o shared_preload_libraries=pg_occ \
-        -o max_connections=$((CLIENTS + 20)) "$0" "$CLIENTS" "$SECONDS_" 2>/dev/null
+        -o max_connections=$((CLIENTS + 20)) "$0" "$CLIENTS" "$DURATION" 2>/dev/null
     exit
 fi
 
@@ -43,9 +43,9 @@ bench() {
 bench 4 >/dev/null
 psql -X -q -c "SELECT occ.stats_reset()" >/dev/null
 data=$OCC_PROFILE_OUT/perf.data
-tps=$(perf record -q -a -g -o "$data" -- bash -c "$(declare -f bench); CLIENTS=$CLIENTS bench $SECONDS_" 2>/dev/null)
+tps=$(perf record -q -a -g -o "$data" -- bash -c "$(declare -f bench); CLIENTS=$CLIENTS bench $DURATION" 2>/dev/null)
 sizes=$(psql -X -At -c "SELECT sum(batched) || ' of ' || sum(calls) || ' calls batched, mean batch size ' ||
                                round((sum(batched * mean_batch_size) / nullif(sum(batched), 0))::numeric, 1)
                           FROM occ.stats")
 echo "batch mode, instant body, $CLIENTS clients, not durable: $tps commits/s; $sizes"
-perf script -i "$data" -F comm,ip,sym 2>/dev/null | python3 "$HERE/profile.py" "$tps" "$SECONDS_" "$(nproc)"
+perf script -i "$data" -F comm,ip,sym 2>/dev/null | python3 "$HERE/profile.py" "$tps" "$DURATION" "$(nproc)"
