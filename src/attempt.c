@@ -61,9 +61,10 @@ typedef struct OccWarm
 
 /*
  * occ_attempt_warm_step: open the body, and analyse its statements under a
- * snapshot, as PostgreSQL analyses a query
+ * snapshot, as PostgreSQL analyses a query; the subtransaction is rolled
+ * back
  */
-static void
+static bool
 occ_attempt_warm_step(void *arg)
 {
 	OccWarm    *w = (OccWarm *) arg;
@@ -74,6 +75,7 @@ occ_attempt_warm_step(void *arg)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	occ_body_analyze(*w->body);
 	PopActiveSnapshot();
+	return false;
 }
 
 /*
@@ -99,7 +101,7 @@ occ_attempt_warm(const OccRetrySpec *spec, OccBody **body)
 		*body = occ_body_find(spec->sql, spec->sql_hash, spec->nargs, spec->argtypes);
 	if (*body != NULL && occ_body_warm(*body))
 		return;
-	edata = occ_subxact_run(occ_attempt_warm_step, &w, false);
+	edata = occ_subxact_run(occ_attempt_warm_step, &w);
 	SPI_rollback();
 	if (edata == NULL)
 		return;

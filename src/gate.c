@@ -229,8 +229,11 @@ typedef struct OccGateWaitStep
 	OccGateWait outcome;
 } OccGateWaitStep;
 
-/* occ_gate_wait_step: wait for the gate (OCC_GATE_UNAVAILABLE: no room) */
-static void
+/*
+ * occ_gate_wait_step: wait for the gate (OCC_GATE_UNAVAILABLE: no room);
+ * the subtransaction is kept, and the gate, a session lock, with it
+ */
+static bool
 occ_gate_wait_step(void *arg)
 {
 	OccGateWaitStep *step = (OccGateWaitStep *) arg;
@@ -238,6 +241,7 @@ occ_gate_wait_step(void *arg)
 	if (occ_lock_acquire_extended(&step->gate->tag, OCC_GATE_LOCKMODE, true, false,
 								  false, NULL) == LOCKACQUIRE_NOT_AVAIL)
 		step->outcome = OCC_GATE_UNAVAILABLE;	/* out of lock table memory */
+	return true;
 }
 
 /*
@@ -279,7 +283,7 @@ occ_gate_wait(OccGate *gate, double timeout_usec)
 		}
 	}
 
-	edata = occ_subxact_run(occ_gate_wait_step, &step, true);
+	edata = occ_subxact_run(occ_gate_wait_step, &step);
 	LockTimeout = saved_lock_timeout;
 	if (edata != NULL)
 	{

@@ -62,7 +62,6 @@
 #include "storage/proc.h"
 #include "utils/memutils.h"
 #include "utils/portal.h"
-#include "utils/resowner.h"
 #include "utils/timeout.h"
 
 #include "pg_occ.h"
@@ -303,6 +302,39 @@ occ_lead_member_failed(OccLead *lead, OccBatchMember *m, ErrorData *edata)
 		(void) occ_batch_note(m, OCC_BATCH_ERROR, NULL, edata);
 }
 
+/* What occ_lead_member_step works on, and what it found */
+typedef struct OccLeadMemberStep
+{
+	OccLead    *lead;
+	OccBatchMember *m;
+	MemoryContext cxt;			/* for its result */
+	bool		alone;			/* the call must run alone */
+} OccLeadMemberStep;
+
+/*
+ * occ_lead_member_step: member m's body, in its subtransaction, kept
+ * unless the call must run alone: the body left something in the session
+ * or changed the commit, or its result does not fit its slot
+ */
+static bool
+occ_lead_member_step(void *arg)
+{
+	OccLeadMemberStep *step = (OccLeadMemberStep *) arg;
+	OccLead    *lead = step->lead;
+	int			level;
+	Jsonb	   *result;
+
+	occ_session_utility_reset(false);
+	level = occ_session_settings_open();
+	result = occ_lead_member_body(lead, step->m, step->cxt);
+	/* (the level, left open when the commit changed, goes with the subtransaction) */
+	step->alone = occ_commit_changed(lead) ||
+		!occ_session_settings_close(level, lead->fingerprint, true) ||
+		!occ_lead_left_nothing(lead) ||
+		!occ_batch_note(step->m, OCC_BATCH_COMMITTED, result, NULL);
+	return !step->alone;
+}
+
 /*
  * occ_lead_member: run member m's body in a subtransaction of its own and
  * note its outcome (see the file header)
@@ -311,10 +343,8 @@ static void
 occ_lead_member(OccLead *lead, OccBatchMember *m)
 {
 	const OccRetrySpec *spec = lead->spec;
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	volatile bool in_subxact = false;
-	bool		alone = false;
+	OccLeadMemberStep step = {lead, m, CurrentMemoryContext, false};
+	ErrorData  *edata;
 
 	if (strcmp(m->sql, spec->sql) != 0 || m->nargs != spec->nargs ||
 		memcmp(m->argtypes, spec->argtypes, sizeof(Oid) * spec->nargs) != 0)
@@ -327,46 +357,14 @@ occ_lead_member(OccLead *lead, OccBatchMember *m)
 		occ_batch_send(m, OCC_BATCH_UNRUN, NULL);	/* its caller raises it */
 		return;
 	}
-	BeginInternalSubTransaction(NULL);
-	in_subxact = true;
-	MemoryContextSwitchTo(cxt);
-	occ_session_utility_reset(false);
-	PG_TRY();
+	edata = occ_subxact_run(occ_lead_member_step, &step);
+	if (edata != NULL)
 	{
-		int			level = occ_session_settings_open();
-		Jsonb	   *result = occ_lead_member_body(lead, m, cxt);
-
-		/* (the level, left open when the commit changed, goes with the subtransaction) */
-		alone = occ_commit_changed(lead) ||
-			!occ_session_settings_close(level, lead->fingerprint, true) ||
-			!occ_lead_left_nothing(lead) ||
-			!occ_batch_note(m, OCC_BATCH_COMMITTED, result, NULL);
-		in_subxact = false;
-		if (alone)
-			RollbackAndReleaseCurrentSubTransaction();
-		else
-			ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		if (in_subxact)
-			RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
 		occ_lead_clean(lead);
 		occ_lead_member_failed(lead, m, edata);
 		FreeErrorData(edata);
-		return;
 	}
-	PG_END_TRY();
-	if (alone)
+	else if (step.alone)
 	{
 		occ_lead_clean(lead);
 		occ_batch_send(m, OCC_BATCH_ALONE, NULL);
@@ -413,6 +411,27 @@ occ_lead_bodies(OccLead *lead)
 	PG_END_TRY();
 }
 
+/* What occ_lead_members_step works on, and what it found */
+typedef struct OccLeadMembersStep
+{
+	OccLead    *lead;
+	bool		gone;			/* a caller whose body ran has gone */
+} OccLeadMembersStep;
+
+/*
+ * occ_lead_members_step: the members' bodies, in a subtransaction of them
+ * all, kept if every caller whose body ran is still there
+ */
+static bool
+occ_lead_members_step(void *arg)
+{
+	OccLeadMembersStep *step = (OccLeadMembersStep *) arg;
+
+	occ_lead_bodies(step->lead);
+	step->gone = occ_batch_gone(step->lead->members, step->lead->n) > 0;
+	return !step->gone;
+}
+
 /*
  * occ_lead_members: run the members' bodies within a subtransaction of
  * them all, and again without the callers that have gone meanwhile, until
@@ -422,40 +441,15 @@ occ_lead_bodies(OccLead *lead)
 static void
 occ_lead_members(OccLead *lead)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
+	OccLeadMembersStep step = {lead, false};
 
 	for (;;)
 	{
-		bool		gone;
+		ErrorData  *edata = occ_subxact_run(occ_lead_members_step, &step);
 
-		BeginInternalSubTransaction(NULL);
-		MemoryContextSwitchTo(cxt);
-		PG_TRY();
-		{
-			occ_lead_bodies(lead);
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata;
-
-			MemoryContextSwitchTo(cxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(cxt);
-			CurrentResourceOwner = owner;
+		if (edata != NULL)
 			ReThrowError(edata);
-		}
-		PG_END_TRY();
-		gone = occ_batch_gone(lead->members, lead->n) > 0;
-		if (gone)
-			RollbackAndReleaseCurrentSubTransaction();
-		else
-			ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		if (!gone)
+		if (!step.gone)
 			return;
 		occ_lead_clean(lead);
 		lead->ran = 0;

@@ -426,7 +426,7 @@ extern OccDecision occ_policy_after_wait(OccPolicy *p, const OccFailure *f,
 extern void occ_policy_end(OccPolicy *p);
 
 /* subxact.c */
-extern ErrorData *occ_subxact_run(void (*step) (void *arg), void *arg, bool keep);
+extern ErrorData *occ_subxact_run(bool (*step) (void *arg), void *arg);
 
 /* sqlstate.c */
 extern OccSqlstatesProblem occ_parse_sqlstates(List *items, OccSqlstates *out,

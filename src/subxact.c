@@ -5,9 +5,9 @@
  *		error.
  *
  * What must outlive an error (a wait for a gate that a cancel may end, the
- * analysis of a body before it runs) runs as a step: in a subtransaction
- * of its own, which is rolled back on error, and released or rolled back
- * as the caller asks otherwise.  The caller gets the error back, copied
+ * analysis of a body before it runs, a batch's bodies) runs as a step: in
+ * a subtransaction of its own, which is rolled back on error, and
+ * otherwise released or rolled back as the step says.  The caller gets the error back, copied
  * into its own memory context, with the error state flushed, its memory
  * context and resource owner as they were: it decides whether to rethrow.
  *
@@ -22,21 +22,22 @@
 
 /*
  * occ_subxact_run: run step(arg) in a subtransaction; returns NULL when it
- * ran through (the subtransaction kept when keep, else rolled back), else
- * its error (the subtransaction rolled back)
+ * ran through (the subtransaction kept when the step returned true, else
+ * rolled back), else its error (the subtransaction rolled back)
  */
 ErrorData *
-occ_subxact_run(void (*step) (void *arg), void *arg, bool keep)
+occ_subxact_run(bool (*step) (void *arg), void *arg)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 	ErrorData  *volatile edata = NULL;
+	volatile bool keep = false;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		step(arg);
+		keep = step(arg);
 	}
 	PG_CATCH();
 	{
