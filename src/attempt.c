@@ -83,11 +83,11 @@ occ_attempt_warm_step(void *arg)
  * unless the session did already (occ_body_warm), analyse the statements
  * that it has not prepared yet, in a transaction of their own, rolled back
  * at once (no lock and no snapshot outlives it: the attempt, after the
- * wait, sees what committed during it), so that the first call of a body in a session reads the catalogs
- * while it waits, not while it holds the gate that the calls behind it
- * wait for: about 1 ms of a 2.5 ms turn on the benchmark's hot row, once
- * per session, which made the first turn of 64 new sessions 1.4 x as long
- * as the next ones.  An error is left for the attempt to meet again; a
+ * wait, sees what committed during it), so that the first call of a body
+ * in a session reads the catalogs while it waits, not while it holds the
+ * gate that the calls behind it wait for: about 1 ms of a 2.5 ms turn on
+ * the benchmark's hot row, once per session, which made the first turn of
+ * 64 new sessions 1.4 x as long as the next ones.  An error is left for the attempt to meet again; a
  * cancel or a termination is rethrown.  Called between transactions, like
  * the wait.
  */

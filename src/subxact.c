@@ -7,9 +7,10 @@
  * What must outlive an error (a wait for a gate that a cancel may end, the
  * analysis of a body before it runs, a batch's bodies) runs as a step: in
  * a subtransaction of its own, which is rolled back on error, and
- * otherwise released or rolled back as the step says.  The caller gets the error back, copied
- * into its own memory context, with the error state flushed, its memory
- * context and resource owner as they were: it decides whether to rethrow.
+ * otherwise released or rolled back as the step says.  The caller gets the
+ * error back, copied into its own memory context, with the error state
+ * flushed, its memory context and resource owner as they were: it decides
+ * whether to rethrow.
  *
  *-------------------------------------------------------------------------
  */
