@@ -12,11 +12,13 @@
 #ifndef PG_OCC_COMPAT_H
 #define PG_OCC_COMPAT_H
 
+#include "catalog/pg_class.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
+#include "utils/acl.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 
@@ -245,5 +247,16 @@ occ_user_locks_held(LOCKTAG *tags, LOCKMASK *masks, int max)
 	}
 	return n;
 }
+
+/*
+ * occ_class_ownercheck(relid, role): does role own the relation?  16 folded
+ * pg_class_ownercheck into object_ownercheck for every class of object.
+ */
+#if PG_VERSION_NUM >= 160000
+#define occ_class_ownercheck(relid, role) \
+	object_ownercheck(RelationRelationId, (relid), (role))
+#else
+#define occ_class_ownercheck(relid, role) pg_class_ownercheck((relid), (role))
+#endif
 
 #endif							/* PG_OCC_COMPAT_H */

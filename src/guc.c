@@ -260,5 +260,18 @@ occ_define_gucs(void)
 								&occ_stats_max, 1000, 100, INT_MAX / 2,
 								PGC_POSTMASTER, 0, NULL, NULL, NULL);
 
+	DefineCustomIntVariable("occ.fold_interval",
+							"Time between two folds of committed reservations into their rows.",
+							"A plain SELECT of a reservable column shows a value at most about this old.",
+							&occ_fold_interval, 100, 10, 60000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("occ.reservable_rows",
+								"Maximum number of rows with reservations tracked in shared memory.",
+								NULL,
+								&occ_reservable_rows, 10000, 100, INT_MAX / 2,
+								PGC_POSTMASTER, 0, NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("occ");
 }

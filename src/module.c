@@ -11,7 +11,8 @@
  * shared_preload_libraries, it also sets up the shared memory of the
  * modules that have some: occ.stats (stats.c), the temperature of queue
  * mode's keys (temperature.c), what the learner found (learner.c) and the
- * retry budget (budget.c) and batch mode's queue (batch.c), through one
+ * retry budget (budget.c), batch mode's queue (batch.c), the rows with
+ * reservations (escrow.c) and the fold workers' slots (fold.c), through one
  * pair of hooks that asks each module its size and has it initialise its
  * part.  Loaded any other way (CREATE EXTENSION, the first call),
  * everything but the statistics and the budget works, and queue mode queues
@@ -49,10 +50,13 @@ occ_shmem_request(void)
 	size = add_size(size, occ_learner_shmem_size());
 	size = add_size(size, occ_budget_shmem_size());
 	size = add_size(size, occ_batch_shmem_size());
+	size = add_size(size, occ_escrow_shmem_size());
+	size = add_size(size, occ_fold_shmem_size());
 	RequestAddinShmemSpace(size);
 	RequestNamedLWLockTranche("pg_occ", 1);
 	occ_learner_shmem_request();
 	occ_batch_shmem_request();
+	occ_escrow_shmem_request();
 }
 
 /* occ_shmem_startup: have each module create or attach to its part */
@@ -68,6 +72,8 @@ occ_shmem_startup(void)
 	occ_learner_shmem_init();
 	occ_budget_shmem_init();
 	occ_batch_shmem_init();
+	occ_escrow_shmem_init();
+	occ_fold_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

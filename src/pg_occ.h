@@ -54,6 +54,7 @@
 #include "tcop/dest.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
+#include "utils/relcache.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -578,5 +579,47 @@ extern int	occ_lead_end(OccLead *lead, bool committed,
 /* client.c */
 extern bool occ_client_setting_key;
 extern void occ_client_init(void);
+
+/* reservable.c: which columns are reservable, and their bounds */
+typedef struct OccReservable
+{
+	Oid			relid;
+	AttrNumber	attnum;			/* the reservable column */
+	Oid			atttype;		/* smallint, integer or bigint */
+	AttrNumber	pkattnum;		/* the one-column primary key */
+	Oid			pkindex;
+	Oid			pktype;
+	Oid			pkcollation;
+	RegProcedure pkeqproc;
+	Oid			pkinput;
+	Oid			pkioparam;
+	Oid			pkoutput;
+	bool		has_lower;		/* c >= lower, by constraint lower_name */
+	bool		has_upper;		/* c <= upper, by constraint upper_name */
+	int64		lower;
+	int64		upper;
+	char		lower_name[NAMEDATALEN];
+	char		upper_name[NAMEDATALEN];
+} OccReservable;
+
+extern bool occ_folding;
+extern const OccReservable *occ_reservable_get(Relation rel, const char *colname);
+extern bool occ_reservable_may(Oid relid, AttrNumber attnum, AclMode mode);
+extern void occ_reservable_check_access(Relation rel, const OccReservable *decl, bool write);
+
+/* escrow.c: reservations, their bounds and their accounting */
+extern int	occ_reservable_rows;
+extern Size occ_escrow_shmem_size(void);
+extern void occ_escrow_shmem_request(void);
+extern void occ_escrow_shmem_init(void);
+extern void occ_escrow_forget(Oid relid, AttrNumber attnum);
+
+/* fold.c: the background worker that applies committed reservations */
+extern int	occ_fold_interval;
+extern Size occ_fold_shmem_size(void);
+extern void occ_fold_shmem_init(void);
+extern bool occ_fold_stable_begin(Oid relid, uint64 *generation);
+extern bool occ_fold_stable_end(Oid relid, uint64 generation);
+extern void occ_fold_committed(void);
 
 #endif							/* PG_OCC_H */

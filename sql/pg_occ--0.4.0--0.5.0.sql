@@ -1,0 +1,88 @@
+/* pg_occ 0.4.0 -> 0.5.0: reservable columns (escrow) */
+
+\echo Use "ALTER EXTENSION pg_occ UPDATE TO '0.5.0'" to load this file. \quit
+
+-- Reservable columns (escrow): changed by reservations, without row locks
+
+-- The ledger: one row per reservation, committed or aborted with its
+-- transaction; the fold worker moves committed rows into their tables.  No
+-- role but the superuser reads or writes it: occ.reserve() inserts its rows.
+-- Dumped with the extension (pg_dump takes the tables and the ledger in one
+-- snapshot), rel a regclass so that a restore finds the table by its name.
+CREATE TABLE occ.reservation_ledger (
+    rel   regclass NOT NULL,
+    col   name     NOT NULL,
+    key   text     NOT NULL,
+    delta bigint   NOT NULL
+);
+
+COMMENT ON TABLE occ.reservation_ledger IS
+'reservations committed and not yet folded into their rows (and those of transactions in progress): written by occ.reserve(), emptied by the fold worker';
+
+SELECT pg_catalog.pg_extension_config_dump('occ.reservation_ledger', '');
+
+CREATE FUNCTION occ.reservable_guard()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'occ_reservable_guard'
+LANGUAGE C;
+
+COMMENT ON FUNCTION occ.reservable_guard() IS
+'the trigger that occ.make_reservable() creates: it marks a column reservable and refuses the UPDATE, DELETE and TRUNCATE that would change it otherwise than by occ.reserve()';
+
+CREATE FUNCTION occ.make_reservable(rel regclass, col name)
+RETURNS void
+AS 'MODULE_PATHNAME', 'occ_make_reservable'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION occ.make_reservable(regclass, name) IS
+'declare col of rel reservable (its owner only): an integer NOT NULL column of a table with a one-column primary key, bounded by CHECK constraints such as col >= 0, from then on changed only by occ.reserve()';
+
+CREATE FUNCTION occ.drop_reservable(rel regclass, col name)
+RETURNS void
+AS 'MODULE_PATHNAME', 'occ_drop_reservable'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION occ.drop_reservable(regclass, name) IS
+'make col of rel an ordinary column again (its owner only); reservations already committed are still folded into it';
+
+CREATE FUNCTION occ.reserve(rel regclass, col name, key anycompatible, delta bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'occ_reserve'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION occ.reserve(regclass, name, anycompatible, bigint) IS
+'add delta to col of the row of rel whose primary key is key, when the current transaction commits, without locking the row or waiting for the other transactions that change it; refused at once (23514) if the column''s CHECK bounds could break should every reservation in flight toward them commit';
+
+CREATE FUNCTION occ.reserved_value(rel regclass, col name, key anycompatible)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'occ_reserved_value'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION occ.reserved_value(regclass, name, anycompatible) IS
+'the latest committed value of col of the row of rel whose primary key is key, plus the current transaction''s own reservations of it (a plain SELECT shows the value as last folded)';
+
+CREATE FUNCTION occ.reservations(
+    OUT rel            regclass,
+    OUT col            name,
+    OUT key            text,
+    OUT committed      bigint,
+    OUT in_flight_down bigint,
+    OUT in_flight_up   bigint,
+    OUT in_flight      integer,
+    OUT reservations   bigint,
+    OUT refusals       bigint,
+    OUT waits          bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'occ_reservations'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION occ.reservations() IS
+'the rows of this database with reservations since the server started (or since their entry was last reused), for the columns the caller may read (needs shared_preload_libraries = pg_occ)';
+
+CREATE VIEW occ.reservations AS
+    SELECT * FROM occ.reservations();
+
+COMMENT ON VIEW occ.reservations IS
+'per reservable row: committed value (latest), decrements and increments in flight, reservations taken, refused (bound) and waits (for a load of the row or a fold)';
+
+GRANT SELECT ON occ.reservations TO PUBLIC;

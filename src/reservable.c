@@ -1,0 +1,586 @@
+/*-------------------------------------------------------------------------
+ *
+ * reservable.c
+ *		Reservable columns: which columns are declared so, and what a
+ *		reservation of one needs to know about its table (its bounds, its
+ *		primary key).
+ *
+ * occ.make_reservable(rel, col) declares an integer column of a table with a
+ * one-column primary key reservable: from then on, it changes only by
+ * reservations (occ.reserve, escrow.c), applied to the row by the fold
+ * (fold.c).  The declaration is a trigger, occ.reservable_guard(col), BEFORE
+ * UPDATE OF the column and the key OR DELETE, with a statement trigger BEFORE
+ * TRUNCATE: it refuses every other change of the column, key or row (which
+ * would move the value under the reservations in flight), except the fold's
+ * and an UPDATE that leaves both as they were (an ORM saving a whole row).
+ * Being a trigger, it goes with the table: pg_dump, DROP TABLE and ALTER
+ * TABLE handle it as they handle any trigger.
+ *
+ * The bounds come from the table's CHECK constraints on the column, read
+ * from the relcache each time it is rebuilt: c >= k, c > k, c <= k, c < k,
+ * k <= c ..., c BETWEEN k AND l, and ANDs of them, k an integer constant.  A
+ * CHECK constraint that names the column in any other way is refused (its
+ * worst case could not be computed).  What a backend found is kept per
+ * (table, column) until the table's relcache entry is invalidated (ALTER
+ * TABLE, CREATE or DROP TRIGGER).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_opfamily.h"
+#include "catalog/pg_trigger.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+
+#include "compat.h"
+#include "pg_occ.h"
+
+PG_FUNCTION_INFO_V1(occ_make_reservable);
+PG_FUNCTION_INFO_V1(occ_drop_reservable);
+PG_FUNCTION_INFO_V1(occ_reservable_guard);
+
+/* the name of a column's guard trigger, and of the table's TRUNCATE guard */
+#define OCC_GUARD_PREFIX "occ_reservable_"
+#define OCC_TRUNCATE_GUARD "occ_reservable_truncate"
+
+/* this backend's declarations, by (table, column) */
+typedef struct OccReservableKey
+{
+	Oid			relid;
+	AttrNumber	attnum;
+} OccReservableKey;
+
+typedef struct OccReservableEntry
+{
+	OccReservableKey key;
+	OccReservable decl;
+} OccReservableEntry;
+
+static HTAB *occ_reservables = NULL;
+
+/* the fold's UPDATE, which the guard lets through (fold.c sets it) */
+bool		occ_folding = false;
+
+/* occ_rsv_invalidate: a relcache callback; forget relid's (or all) */
+static void
+occ_rsv_invalidate(Datum arg, Oid relid)
+{
+	HASH_SEQ_STATUS status;
+	OccReservableEntry *entry;
+
+	if (occ_reservables == NULL)
+		return;
+	hash_seq_init(&status, occ_reservables);
+	while ((entry = hash_seq_search(&status)) != NULL)
+		if (relid == InvalidOid || entry->key.relid == relid)
+			hash_search(occ_reservables, &entry->key, HASH_REMOVE, NULL);
+}
+
+/* occ_rsv_is_guard: is trigger the guard of column colname? */
+static bool
+occ_rsv_is_guard(const Trigger *trigger, const char *colname)
+{
+	Oid			nsp = get_func_namespace(trigger->tgfoid);
+	char	   *fname = get_func_name(trigger->tgfoid);
+
+	if (fname == NULL || strcmp(fname, "reservable_guard") != 0 ||
+		nsp != get_namespace_oid("occ", true))
+		return false;
+	if (colname == NULL)
+		return true;
+	return trigger->tgnargs == 1 && strcmp(trigger->tgargs[0], colname) == 0;
+}
+
+/*
+ * occ_rsv_check_triggers: is the column declared (its guard is there), and
+ * no other row trigger would fire on the fold's UPDATE?
+ */
+static bool
+occ_rsv_check_triggers(Relation rel, const char *colname)
+{
+	TriggerDesc *td = rel->trigdesc;
+	bool		declared = false;
+
+	for (int i = 0; td != NULL && i < td->numtriggers; i++)
+	{
+		Trigger    *t = &td->triggers[i];
+
+		if (occ_rsv_is_guard(t, NULL))
+		{
+			declared |= occ_rsv_is_guard(t, colname);
+			continue;
+		}
+		if (t->tgisinternal || t->tgenabled == TRIGGER_DISABLED ||
+			!TRIGGER_FOR_ROW(t->tgtype) || !TRIGGER_FOR_UPDATE(t->tgtype))
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table \"%s\" has an update trigger, \"%s\": a reservable column changes without firing triggers",
+						RelationGetRelationName(rel), t->tgname),
+				 errhint("Drop or disable the trigger, or keep the column out of occ.make_reservable().")));
+	}
+	return declared;
+}
+
+/*
+ * occ_rsv_const: the integer value of a non-null Const of type int2, int4 or
+ * int8; false for anything else
+ */
+static bool
+occ_rsv_const(Node *node, int64 *value)
+{
+	Const	   *c;
+
+	if (node == NULL || !IsA(node, Const))
+		return false;
+	c = (Const *) node;
+	if (c->constisnull)
+		return false;
+	switch (c->consttype)
+	{
+		case INT2OID:
+			*value = DatumGetInt16(c->constvalue);
+			return true;
+		case INT4OID:
+			*value = DatumGetInt32(c->constvalue);
+			return true;
+		case INT8OID:
+			*value = DatumGetInt64(c->constvalue);
+			return true;
+	}
+	return false;
+}
+
+/* occ_rsv_is_column: is node the column attnum (as a plain Var)? */
+static bool
+occ_rsv_is_column(Node *node, AttrNumber attnum)
+{
+	return node != NULL && IsA(node, Var) && ((Var *) node)->varattno == attnum;
+}
+
+/* occ_rsv_tighten: take bound k of constraint conname if it is tighter */
+static void
+occ_rsv_tighten(OccReservable *decl, bool lower, int64 k, const char *conname)
+{
+	if (lower && (!decl->has_lower || k > decl->lower))
+	{
+		decl->has_lower = true;
+		decl->lower = k;
+		strlcpy(decl->lower_name, conname, NAMEDATALEN);
+	}
+	else if (!lower && (!decl->has_upper || k < decl->upper))
+	{
+		decl->has_upper = true;
+		decl->upper = k;
+		strlcpy(decl->upper_name, conname, NAMEDATALEN);
+	}
+}
+
+/*
+ * occ_rsv_bound: fold CHECK expression expr (c op k, k op c, ANDs of them)
+ * into decl's bounds; false when it has another form
+ */
+static bool
+occ_rsv_bound(Node *expr, OccReservable *decl, const char *conname)
+{
+	OpExpr	   *op;
+	char	   *opname;
+	int64		k;
+	bool		flip;
+
+	if (IsA(expr, BoolExpr) && ((BoolExpr *) expr)->boolop == AND_EXPR)
+	{
+		ListCell   *lc;
+
+		foreach(lc, ((BoolExpr *) expr)->args)
+			if (!occ_rsv_bound(lfirst(lc), decl, conname))
+				return false;
+		return true;
+	}
+	if (!IsA(expr, OpExpr) || list_length(((OpExpr *) expr)->args) != 2)
+		return false;
+	op = (OpExpr *) expr;
+	if (occ_rsv_is_column(linitial(op->args), decl->attnum) && occ_rsv_const(lsecond(op->args), &k))
+		flip = false;
+	else if (occ_rsv_is_column(lsecond(op->args), decl->attnum) && occ_rsv_const(linitial(op->args), &k))
+		flip = true;
+	else
+		return false;
+	opname = get_opname(op->opno);
+	if (opname == NULL || get_op_opfamily_strategy(op->opno, INTEGER_BTREE_FAM_OID) == 0)
+		return false;
+	if (flip)
+		opname = strcmp(opname, ">=") == 0 ? "<=" : strcmp(opname, "<=") == 0 ? ">=" :
+			strcmp(opname, ">") == 0 ? "<" : strcmp(opname, "<") == 0 ? ">" : opname;
+	if (strcmp(opname, ">=") == 0)
+		occ_rsv_tighten(decl, true, k, conname);
+	else if (strcmp(opname, ">") == 0 && k < PG_INT64_MAX)
+		occ_rsv_tighten(decl, true, k + 1, conname);
+	else if (strcmp(opname, "<=") == 0)
+		occ_rsv_tighten(decl, false, k, conname);
+	else if (strcmp(opname, "<") == 0 && k > PG_INT64_MIN)
+		occ_rsv_tighten(decl, false, k - 1, conname);
+	else
+		return false;
+	return true;
+}
+
+/* occ_rsv_bounds: decl's bounds, from rel's CHECK constraints on the column */
+static void
+occ_rsv_bounds(Relation rel, OccReservable *decl)
+{
+	TupleConstr *constr = rel->rd_att->constr;
+
+	for (int i = 0; constr != NULL && i < constr->num_check; i++)
+	{
+		ConstrCheck *check = &constr->check[i];
+		Node	   *expr = stringToNode(check->ccbin);
+		Bitmapset  *attnos = NULL;
+
+		pull_varattnos(expr, 1, &attnos);
+		if (!bms_is_member(decl->attnum - FirstLowInvalidHeapAttributeNumber, attnos))
+			continue;
+		if (bms_num_members(attnos) != 1 || !occ_rsv_bound(expr, decl, check->ccname))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("check constraint \"%s\" of table \"%s\" is not a bound of a reservable column",
+							check->ccname, RelationGetRelationName(rel)),
+					 errhint("A reservable column's CHECK constraints compare it with integer constants (c >= 0, c BETWEEN 0 AND 100); move other conditions to another constraint or drop them.")));
+	}
+}
+
+/*
+ * occ_rsv_describe: what a reservation of column attnum of rel needs,
+ * checking what occ.make_reservable requires (errors otherwise)
+ */
+static void
+occ_rsv_describe(Relation rel, AttrNumber attnum, OccReservable *decl)
+{
+	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+	Oid			pkindex;
+	Relation	idx;
+	Oid			eqop;
+	bool		varlena;
+
+	memset(decl, 0, sizeof(*decl));
+	decl->relid = RelationGetRelid(rel);
+	decl->attnum = attnum;
+	decl->atttype = att->atttypid;
+	if (rel->rd_rel->relkind != RELKIND_RELATION)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table: only a plain table's column can be reservable",
+						RelationGetRelationName(rel)),
+				 errhint("Partitioned tables, foreign tables, views and materialized views are not supported; declare the column of each partition.")));
+	if (rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table \"%s\" is not logged: a reservable column needs a permanent table",
+						RelationGetRelationName(rel)),
+				 errhint("Reservations are kept in a logged ledger; ALTER TABLE ... SET LOGGED first.")));
+	if (rel->rd_rel->relrowsecurity)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table \"%s\" has row-level security enabled: it cannot have a reservable column",
+						RelationGetRelationName(rel)),
+				 errhint("Reservations are applied by a background worker as the table's owner, which policies would hide rows from.")));
+	if (att->atttypid != INT2OID && att->atttypid != INT4OID && att->atttypid != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" of \"%s\" is of type %s: a reservable column is smallint, integer or bigint",
+						NameStr(att->attname), RelationGetRelationName(rel), format_type_be(att->atttypid)),
+				 errhint("Keep amounts in integer units (cents, items).")));
+	if (!att->attnotnull || att->attgenerated)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("column \"%s\" of \"%s\" must be NOT NULL and not generated to be reservable",
+						NameStr(att->attname), RelationGetRelationName(rel)),
+				 errhint("ALTER TABLE ... ALTER COLUMN ... SET NOT NULL.")));
+	pkindex = RelationGetPrimaryKeyIndex(rel);
+	if (!OidIsValid(pkindex))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table \"%s\" has no primary key: a reservation names its row by its primary key",
+						RelationGetRelationName(rel)),
+				 errhint("Add a one-column primary key.")));
+	idx = index_open(pkindex, AccessShareLock);
+	if (idx->rd_index->indnkeyatts != 1 || idx->rd_index->indkey.values[0] == attnum)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the primary key of \"%s\" must be one column, other than \"%s\"",
+						RelationGetRelationName(rel), NameStr(att->attname)),
+				 errhint("Reservations name their row by a one-column primary key.")));
+	decl->pkattnum = idx->rd_index->indkey.values[0];
+	decl->pkindex = pkindex;
+	decl->pktype = TupleDescAttr(RelationGetDescr(rel), decl->pkattnum - 1)->atttypid;
+	decl->pkcollation = idx->rd_indcollation[0];
+	eqop = get_opfamily_member(idx->rd_opfamily[0], idx->rd_opcintype[0], idx->rd_opcintype[0],
+							   BTEqualStrategyNumber);
+	decl->pkeqproc = get_opcode(eqop);
+	index_close(idx, AccessShareLock);
+	getTypeInputInfo(decl->pktype, &decl->pkinput, &decl->pkioparam);
+	getTypeOutputInfo(decl->pktype, &decl->pkoutput, &varlena);
+	occ_rsv_bounds(rel, decl);
+}
+
+/*
+ * occ_reservable_get: the declaration of column colname of rel (opened by the
+ * caller); errors unless it is reservable
+ */
+const OccReservable *
+occ_reservable_get(Relation rel, const char *colname)
+{
+	OccReservableKey key;
+	OccReservableEntry *entry;
+	bool		found;
+
+	key.relid = RelationGetRelid(rel);
+	key.attnum = get_attnum(key.relid, colname);
+	if (key.attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						colname, RelationGetRelationName(rel))));
+	if (occ_reservables == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(OccReservableKey);
+		ctl.entrysize = sizeof(OccReservableEntry);
+		ctl.hcxt = TopMemoryContext;
+		occ_reservables = hash_create("pg_occ reservable columns", 16, &ctl,
+									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		CacheRegisterRelcacheCallback(occ_rsv_invalidate, (Datum) 0);
+	}
+	entry = hash_search(occ_reservables, &key, HASH_FIND, NULL);
+	if (entry != NULL)
+		return &entry->decl;
+	if (!occ_rsv_check_triggers(rel, colname))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("column \"%s\" of \"%s\" is not reservable", colname, RelationGetRelationName(rel)),
+				 errhint("Its owner declares it with SELECT occ.make_reservable('%s', '%s').",
+						 RelationGetRelationName(rel), colname)));
+	{
+		OccReservable decl;
+
+		occ_rsv_describe(rel, key.attnum, &decl);
+		entry = hash_search(occ_reservables, &key, HASH_ENTER, &found);
+		entry->decl = decl;
+	}
+	return &entry->decl;
+}
+
+/* occ_reservable_may: may the current role use column attnum of relid as mode? */
+bool
+occ_reservable_may(Oid relid, AttrNumber attnum, AclMode mode)
+{
+	return pg_class_aclcheck(relid, GetUserId(), mode) == ACLCHECK_OK ||
+		pg_attribute_aclcheck(relid, attnum, GetUserId(), mode) == ACLCHECK_OK;
+}
+
+/*
+ * occ_reservable_check_access: may the current role change (and read) the
+ * column?  As UPDATE t SET c = c + d WHERE pk = k would need: UPDATE and
+ * SELECT on c, SELECT on pk.
+ */
+void
+occ_reservable_check_access(Relation rel, const OccReservable *decl, bool write)
+{
+	Oid			relid = RelationGetRelid(rel);
+
+	if (!occ_reservable_may(relid, decl->attnum, ACL_SELECT) ||
+		!occ_reservable_may(relid, decl->pkattnum, ACL_SELECT) ||
+		(write && !occ_reservable_may(relid, decl->attnum, ACL_UPDATE)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", RelationGetRelationName(rel)),
+				 errhint("A reservation needs UPDATE and SELECT on the column and SELECT on the primary key, as UPDATE ... SET c = c + d WHERE pk = ... would.")));
+	if (check_enable_rls(relid, InvalidOid, false) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table \"%s\" has row-level security enabled: it cannot have a reservable column",
+						RelationGetRelationName(rel))));
+}
+
+/* occ_rsv_owned: error unless the current role owns rel */
+static void
+occ_rsv_owned(Relation rel)
+{
+	if (!occ_class_ownercheck(RelationGetRelid(rel), GetUserId()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of table %s", RelationGetRelationName(rel)),
+				 errhint("Only the table's owner declares a column reservable or not.")));
+}
+
+/* occ_rsv_colname: the column's name, checked for length */
+static const char *
+occ_rsv_colname(Relation rel, Name col)
+{
+	if (strlen(NameStr(*col)) > NAMEDATALEN - 1 - strlen(OCC_GUARD_PREFIX))
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("column name \"%s\" is too long for a reservable column", NameStr(*col)),
+				 errhint("A reservable column's name has at most %d bytes: its guard trigger is named after it.",
+						 (int) (NAMEDATALEN - 1 - strlen(OCC_GUARD_PREFIX)))));
+	return NameStr(*col);
+}
+
+/* occ_rsv_run: run a utility statement through SPI */
+static void
+occ_rsv_run(const char *sql)
+{
+	SPI_connect();
+	if (SPI_execute(sql, false, 0) < 0)
+		elog(ERROR, "SPI_execute failed: %s", sql);
+	SPI_finish();
+}
+
+/* occ.make_reservable(rel regclass, col name): declare col reservable */
+Datum
+occ_make_reservable(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Relation	rel = table_open(relid, ShareRowExclusiveLock);
+	const char *colname = occ_rsv_colname(rel, PG_GETARG_NAME(1));
+	AttrNumber	attnum = get_attnum(relid, colname);
+	OccReservable decl;
+	char	   *qrel;
+	bool		truncate_guard = false;
+
+	occ_rsv_owned(rel);
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						colname, RelationGetRelationName(rel))));
+	if (occ_rsv_check_triggers(rel, colname))
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("column \"%s\" of \"%s\" is already reservable", colname, RelationGetRelationName(rel))));
+	occ_rsv_describe(rel, attnum, &decl);
+	for (int i = 0; rel->trigdesc != NULL && i < rel->trigdesc->numtriggers; i++)
+		truncate_guard |= strcmp(rel->trigdesc->triggers[i].tgname, OCC_TRUNCATE_GUARD) == 0;
+	qrel = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+									  RelationGetRelationName(rel));
+	occ_rsv_run(psprintf("CREATE TRIGGER %s BEFORE UPDATE OF %s, %s OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION occ.reservable_guard(%s)",
+						 quote_identifier(psprintf(OCC_GUARD_PREFIX "%s", colname)),
+						 quote_identifier(colname),
+						 quote_identifier(get_attname(relid, decl.pkattnum, false)),
+						 qrel, quote_literal_cstr(colname)));
+	if (!truncate_guard)
+		occ_rsv_run(psprintf("CREATE TRIGGER " OCC_TRUNCATE_GUARD " BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION occ.reservable_guard()",
+							 qrel));
+	table_close(rel, NoLock);
+	PG_RETURN_VOID();
+}
+
+/*
+ * occ.drop_reservable(rel regclass, col name): col is an ordinary column
+ * again.  The table's lock waits for the transactions with reservations in
+ * flight; those committed are applied by the fold all the same.
+ */
+Datum
+occ_drop_reservable(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Relation	rel = table_open(relid, ShareRowExclusiveLock);
+	const char *colname = occ_rsv_colname(rel, PG_GETARG_NAME(1));
+	char	   *qrel;
+	int			others = 0;
+
+	occ_rsv_owned(rel);
+	if (!occ_rsv_check_triggers(rel, colname))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("column \"%s\" of \"%s\" is not reservable", colname, RelationGetRelationName(rel))));
+	for (int i = 0; i < rel->trigdesc->numtriggers; i++)
+		others += occ_rsv_is_guard(&rel->trigdesc->triggers[i], NULL) &&
+			!occ_rsv_is_guard(&rel->trigdesc->triggers[i], colname);
+	qrel = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+									  RelationGetRelationName(rel));
+	occ_rsv_run(psprintf("DROP TRIGGER %s ON %s",
+						 quote_identifier(psprintf(OCC_GUARD_PREFIX "%s", colname)), qrel));
+	if (others == 0)
+		occ_rsv_run(psprintf("DROP TRIGGER IF EXISTS " OCC_TRUNCATE_GUARD " ON %s", qrel));
+	occ_escrow_forget(relid, get_attnum(relid, colname));
+	table_close(rel, NoLock);
+	PG_RETURN_VOID();
+}
+
+/* occ_rsv_refuse: the guard's error */
+pg_noreturn static void
+occ_rsv_refuse(Relation rel, const char *colname, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 colname ? errmsg("cannot %s \"%s\": its column \"%s\" is reservable",
+							  what, RelationGetRelationName(rel), colname) :
+			 errmsg("cannot %s \"%s\": it has reservable columns",
+					what, RelationGetRelationName(rel)),
+			 errhint("Change the column with occ.reserve(); occ.drop_reservable() makes it an ordinary column again.")));
+}
+
+/*
+ * occ.reservable_guard(): the trigger that declares a column reservable and
+ * refuses the changes that would bypass the reservations
+ */
+Datum
+occ_reservable_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *td = (TriggerData *) fcinfo->context;
+	Relation	rel;
+	const char *colname;
+	const OccReservable *decl;
+	TupleDesc	desc;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("occ.reservable_guard() must be called as a trigger"),
+				 errhint("occ.make_reservable() creates it.")));
+	rel = td->tg_relation;
+	if (TRIGGER_FIRED_BY_TRUNCATE(td->tg_event))
+		occ_rsv_refuse(rel, NULL, "truncate");
+	colname = td->tg_trigger->tgnargs == 1 ? td->tg_trigger->tgargs[0] : "?";
+	if (TRIGGER_FIRED_BY_DELETE(td->tg_event))
+		occ_rsv_refuse(rel, colname, "delete from");
+	if (occ_folding)
+		return PointerGetDatum(td->tg_newtuple);
+	decl = occ_reservable_get(rel, colname);
+	desc = RelationGetDescr(rel);
+	{
+		bool		n1,
+					n2;
+		Datum		old_c = heap_getattr(td->tg_trigtuple, decl->attnum, desc, &n1);
+		Datum		new_c = heap_getattr(td->tg_newtuple, decl->attnum, desc, &n2);
+		Datum		old_k = heap_getattr(td->tg_trigtuple, decl->pkattnum, desc, &n1);
+		Datum		new_k = heap_getattr(td->tg_newtuple, decl->pkattnum, desc, &n2);
+		Form_pg_attribute katt = TupleDescAttr(desc, decl->pkattnum - 1);
+
+		if (old_c != new_c ||
+			!datumIsEqual(old_k, new_k, katt->attbyval, katt->attlen))
+			occ_rsv_refuse(rel, colname, "update");
+	}
+	return PointerGetDatum(td->tg_newtuple);
+}
