@@ -316,7 +316,7 @@ COMMENT ON FUNCTION occ.reservable_guard() IS
 CREATE FUNCTION occ.make_reservable(rel regclass, col name)
 RETURNS void
 AS 'MODULE_PATHNAME', 'occ_make_reservable'
-LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION occ.make_reservable(regclass, name) IS
 'declare col of rel reservable (its owner only): an integer NOT NULL column of a table with a one-column primary key, bounded by CHECK constraints such as col >= 0, from then on changed only by occ.reserve()';
@@ -324,7 +324,7 @@ COMMENT ON FUNCTION occ.make_reservable(regclass, name) IS
 CREATE FUNCTION occ.drop_reservable(rel regclass, col name)
 RETURNS void
 AS 'MODULE_PATHNAME', 'occ_drop_reservable'
-LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION occ.drop_reservable(regclass, name) IS
 'make col of rel an ordinary column again (its owner only); reservations already committed are still folded into it';
@@ -332,7 +332,7 @@ COMMENT ON FUNCTION occ.drop_reservable(regclass, name) IS
 CREATE FUNCTION occ.reserve(rel regclass, col name, key anycompatible, delta bigint)
 RETURNS void
 AS 'MODULE_PATHNAME', 'occ_reserve'
-LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION occ.reserve(regclass, name, anycompatible, bigint) IS
 'add delta to col of the row of rel whose primary key is key, when the current transaction commits, without locking the row or waiting for the other transactions that change it; refused at once (23514) if the column''s CHECK bounds could break should every reservation in flight toward them commit';

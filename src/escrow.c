@@ -629,9 +629,10 @@ occ_reserve(PG_FUNCTION_ARGS)
 	OccEscrowRow *row;
 	OccReservation *r;
 	Datum		key;
-	int64		delta = PG_GETARG_INT64(3);
+	int64		delta;
 	int			waits = 0;
 
+	occ_reservable_require_args(fcinfo, 4, "occ.reserve()");
 	occ_escrow_require_preload();
 	PreventCommandIfReadOnly("occ.reserve()");
 	PreventCommandIfParallelMode("occ.reserve()");
@@ -639,6 +640,7 @@ occ_reserve(PG_FUNCTION_ARGS)
 	rel = table_open(PG_GETARG_OID(0), RowExclusiveLock);
 	decl = occ_reservable_get(rel, NameStr(*PG_GETARG_NAME(1)));
 	occ_reservable_check_access(rel, decl, true);
+	delta = PG_GETARG_INT64(3);
 	key = occ_escrow_key(fcinfo, 2, decl, &tag);
 	if (!hooked)
 	{

@@ -604,6 +604,7 @@ typedef struct OccReservable
 
 extern bool occ_folding;
 extern const OccReservable *occ_reservable_get(Relation rel, const char *colname);
+extern void occ_reservable_require_args(FunctionCallInfo fcinfo, int nargs, const char *fname);
 extern bool occ_reservable_may(Oid relid, AttrNumber attnum, AclMode mode);
 extern void occ_reservable_check_access(Relation rel, const OccReservable *decl, bool write);
 

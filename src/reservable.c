@@ -456,18 +456,39 @@ occ_rsv_run(const char *sql)
 	SPI_finish();
 }
 
+/*
+ * occ_reservable_require_args: a NULL argument is an error (a reservation
+ * that silently did nothing would be a falsehood)
+ */
+void
+occ_reservable_require_args(FunctionCallInfo fcinfo, int nargs, const char *fname)
+{
+	for (int i = 0; i < nargs; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("the arguments of %s must not be null", fname),
+					 errhint("Give the table, the column, the row's key%s.",
+							 nargs == 4 ? " and the change" : "")));
+}
+
 /* occ.make_reservable(rel regclass, col name): declare col reservable */
 Datum
 occ_make_reservable(PG_FUNCTION_ARGS)
 {
-	Oid			relid = PG_GETARG_OID(0);
-	Relation	rel = table_open(relid, ShareRowExclusiveLock);
-	const char *colname = occ_rsv_colname(rel, PG_GETARG_NAME(1));
-	AttrNumber	attnum = get_attnum(relid, colname);
+	Oid			relid;
+	Relation	rel;
+	const char *colname;
+	AttrNumber	attnum;
 	OccReservable decl;
 	char	   *qrel;
 	bool		truncate_guard = false;
 
+	occ_reservable_require_args(fcinfo, 2, "occ.make_reservable()");
+	relid = PG_GETARG_OID(0);
+	rel = table_open(relid, ShareRowExclusiveLock);
+	colname = occ_rsv_colname(rel, PG_GETARG_NAME(1));
+	attnum = get_attnum(relid, colname);
 	occ_rsv_owned(rel);
 	if (attnum <= 0)
 		ereport(ERROR,
@@ -503,12 +524,16 @@ occ_make_reservable(PG_FUNCTION_ARGS)
 Datum
 occ_drop_reservable(PG_FUNCTION_ARGS)
 {
-	Oid			relid = PG_GETARG_OID(0);
-	Relation	rel = table_open(relid, ShareRowExclusiveLock);
-	const char *colname = occ_rsv_colname(rel, PG_GETARG_NAME(1));
+	Oid			relid;
+	Relation	rel;
+	const char *colname;
 	char	   *qrel;
 	int			others = 0;
 
+	occ_reservable_require_args(fcinfo, 2, "occ.drop_reservable()");
+	relid = PG_GETARG_OID(0);
+	rel = table_open(relid, ShareRowExclusiveLock);
+	colname = occ_rsv_colname(rel, PG_GETARG_NAME(1));
 	occ_rsv_owned(rel);
 	if (!occ_rsv_check_triggers(rel, colname))
 		ereport(ERROR,
