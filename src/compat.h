@@ -21,6 +21,7 @@
 #include "utils/acl.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
+#include "utils/relcache.h"
 
 /* We rely on shmem_request_hook, MarkGUCPrefixReserved and pg_prng, all new in 15. */
 #if PG_VERSION_NUM < 150000
@@ -257,6 +258,17 @@ occ_user_locks_held(LOCKTAG *tags, LOCKMASK *masks, int max)
 	object_ownercheck(RelationRelationId, (relid), (role))
 #else
 #define occ_class_ownercheck(relid, role) pg_class_ownercheck((relid), (role))
+#endif
+
+/*
+ * occ_primary_key_index(rel): the OID of rel's primary key index, or
+ * InvalidOid.  18 added deferrable_ok; false keeps a deferrable key out (its
+ * uniqueness is checked only at commit), as before.
+ */
+#if PG_VERSION_NUM >= 180000
+#define occ_primary_key_index(rel) RelationGetPrimaryKeyIndex((rel), false)
+#else
+#define occ_primary_key_index(rel) RelationGetPrimaryKeyIndex(rel)
 #endif
 
 #endif							/* PG_OCC_COMPAT_H */

@@ -65,6 +65,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/tuplestore.h"
 #include "utils/wait_event.h"
 
 #include "compat.h"

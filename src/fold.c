@@ -272,7 +272,7 @@ occ_fold_rows(Oid relid, const char *col, SPITupleTable *sums, uint64 n)
 	ReleaseSysCache(classtup);
 	{
 		Relation	rel = table_open(relid, RowExclusiveLock);
-		Relation	idx = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
+		Relation	idx = index_open(occ_primary_key_index(rel), AccessShareLock);
 
 		pkatt = idx->rd_index->indkey.values[0];
 		index_close(idx, AccessShareLock);

@@ -315,7 +315,7 @@ occ_rsv_describe(Relation rel, AttrNumber attnum, OccReservable *decl)
 				 errmsg("column \"%s\" of \"%s\" must be NOT NULL and not generated to be reservable",
 						NameStr(att->attname), RelationGetRelationName(rel)),
 				 errhint("ALTER TABLE ... ALTER COLUMN ... SET NOT NULL.")));
-	pkindex = RelationGetPrimaryKeyIndex(rel);
+	pkindex = occ_primary_key_index(rel);
 	if (!OidIsValid(pkindex))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -500,6 +500,8 @@ occ_make_reservable(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("column \"%s\" of \"%s\" is already reservable", colname, RelationGetRelationName(rel))));
 	occ_rsv_describe(rel, attnum, &decl);
+	/* an entry loaded before an earlier drop_reservable is out of date */
+	occ_escrow_forget(relid, attnum);
 	for (int i = 0; rel->trigdesc != NULL && i < rel->trigdesc->numtriggers; i++)
 		truncate_guard |= strcmp(rel->trigdesc->triggers[i].tgname, OCC_TRUNCATE_GUARD) == 0;
 	qrel = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),

@@ -59,6 +59,7 @@ workload_state() {
 		                       (SELECT sum(abalance) FROM pgbench_accounts), (SELECT sum(tbalance) FROM pgbench_tellers),
 		                       (SELECT sum(bbalance) FROM pgbench_branches)" | tr '|' ' ' ;;
 		keys-zipf | batch-zipf-*) sql "SELECT sum(v) FROM zrows" ;;
+		escrow-*) escrow_state ;;
 		*) sql "SELECT sum(v) FROM hot" ;;
 	esac
 }
@@ -76,6 +77,7 @@ workload_grew() {
 			[ $((a[2] - b[2])) -eq "$delta" ] && [ $((a[3] - b[3])) -eq "$delta" ] && [ $((a[4] - b[4])) -eq "$delta" ] ||
 				echo "balances moved by $((a[2] - b[2])), $((a[3] - b[3])), $((a[4] - b[4])), history by $delta" ;;
 		keys-zipf | batch-zipf-*) [ $((a[0] - b[0])) -eq $((4 * $4)) ] || echo "rows grew by $((a[0] - b[0])), not 4 x $4" ;;
+		escrow-*) escrow_grew "$2" "$3" "$4" ;;
 		*) [ $((a[0] - b[0])) -eq "$4" ] || echo "rows grew by $((a[0] - b[0]))" ;;
 	esac
 }

@@ -62,6 +62,10 @@
 #   keys        queue mode on real transactions (test/bench/keys.sh).
 #   batch       batch mode (issue 18) against the row lock and queue mode,
 #               durable and not, interleaved (test/bench/batch.sh).
+#   escrow      reservable columns (issue 28): an inventory decrement with
+#               an order line and 1 or 10 ms of work, occ.reserve against
+#               the row lock, queue and batch mode, durable and not,
+#               interleaved, and a sell-out (test/bench/escrow.sh).
 #
 # The default run is the headline (about 4 minutes): the contention mode's
 # hot row at 64 clients for pessimistic-1rt, pgbench-retry, occ-backoff and
@@ -98,6 +102,8 @@ ALL_FORMS="pessimistic pessimistic-1rt pgbench-retry occ-defaults occ-backoff oc
 . "$HERE/keys.sh"
 # shellcheck source=test/bench/batch.sh
 . "$HERE/batch.sh"
+# shellcheck source=test/bench/escrow.sh
+. "$HERE/escrow.sh"
 
 # Defaults of the modes (the profiles below change some of them)
 CLIENTS="1 4 16 64 128"
@@ -178,7 +184,8 @@ Usage: $0 [--quick | --full] [options]
                        about 35 minutes
   --quick              CI check (about 3 min): every mode briefly, every form, nothing lost
   --sweep-only | --fixed-work-only | --overhead-only | --contention-only |
-  --client-only | --storm-only | --burst-only | --keys-only | --batch-only
+  --client-only | --storm-only | --burst-only | --keys-only | --batch-only |
+  --escrow-only
                        only these modes (may be combined; with their full
                        settings unless --quick).  Overhead: 1 client, one
                        UPDATE, bare vs CALL occ.retry with stats on and off,
@@ -187,11 +194,13 @@ Usage: $0 [--quick | --full] [options]
                        client: the application's own transactions with SET
                        LOCAL occ.key against the lock and the client's retries;
                        storm, burst: see the header and storms.sh;
-                       keys: see keys.sh
+                       keys: see keys.sh; escrow: see escrow.sh
   --keys-clients N     clients of the keys mode (default: $KEYS_CLIENTS)
   --keys-rounds R      its interleaved rounds (default: $KEYS_ROUNDS)
   --batch-clients N    clients of the batch mode (default: $BATCH_CLIENTS)
   --batch-rounds R     its interleaved rounds (default: $BATCH_ROUNDS)
+  --escrow-clients N   clients of the escrow mode (default: $ESCROW_CLIENTS)
+  --escrow-rounds R    its interleaved rounds (default: $ESCROW_ROUNDS)
   --clients "1 4 16"   sweep client counts          (default: $CLIENTS)
   --duration S         seconds per sweep, overhead and contention run (default: $DURATION)
   --work "0 1"         work_ms values of the sweep  (default: $WORK)
@@ -264,6 +273,7 @@ parse_args() {
 			--burst-only) ONLY="$ONLY burst" ;;
 			--keys-only) ONLY="$ONLY keys" ;;
 			--batch-only) ONLY="$ONLY batch" ;;
+			--escrow-only) ONLY="$ONLY escrow" ;;
 		esac
 	done
 	case $PROFILE in
@@ -273,14 +283,15 @@ parse_args() {
 				CONTENTION_CLIENTS=64; ROUNDS=1; DO_GUARDS=0
 				CONTENTION_FORMS="pessimistic-1rt pgbench-retry occ-backoff occ-queue"
 			fi ;;
-		full) modes="sweep fixed overhead contention client storm burst keys batch" ;;
+		full) modes="sweep fixed overhead contention client storm burst keys batch escrow" ;;
 		quick)
-			modes="sweep fixed overhead contention client storm burst keys batch"
+			modes="sweep fixed overhead contention client storm burst keys batch escrow"
 			CLIENTS="1 8"; DURATION=1; FIXED_CLIENTS="1 10"; REPS=1
 			CONTENTION_CLIENTS=8; GUARD_CLIENTS=8; ROUNDS=1; CLIENT_CLIENTS=8
 			STORM_CLIENTS=8; STORM_RATE=100; STORM_PRE=1; STORM_STALL=1; STORM_POST=1; STORM_HOLD=1
 			BURST_CLIENTS=20; BURST_WINDOW_MS=100; BURST_ROUNDS=1
-			KEYS_CLIENTS=8; KEYS_ROUNDS=1; BATCH_CLIENTS=8; BATCH_ROUNDS=1 ;;
+			KEYS_CLIENTS=8; KEYS_ROUNDS=1; BATCH_CLIENTS=8; BATCH_ROUNDS=1
+			ESCROW_CLIENTS=8; ESCROW_ROUNDS=1 ;;
 	esac
 	[ -n "$ONLY" ] && modes=$ONLY
 	while [ $# -gt 0 ]; do
@@ -316,6 +327,8 @@ parse_args() {
 			--keys-rounds) KEYS_ROUNDS=$2; shift ;;
 			--batch-clients) BATCH_CLIENTS=$2; shift ;;
 			--batch-rounds) BATCH_ROUNDS=$2; shift ;;
+			--escrow-clients) ESCROW_CLIENTS=$2; shift ;;
+			--escrow-rounds) ESCROW_ROUNDS=$2; shift ;;
 			--max-attempts) MAX_ATTEMPTS=$2; shift ;;
 			--base) BASE=$2; shift ;;
 			--cap) CAP=$2; shift ;;
@@ -329,12 +342,12 @@ parse_args() {
 		esac
 		shift
 	done
-	DO_SWEEP=0; DO_FIXED=0; DO_OVERHEAD=0; DO_CONTENTION=0; DO_CLIENT=0; DO_STORM=0; DO_BURST=0; DO_KEYS=0; DO_BATCH=0
+	DO_SWEEP=0; DO_FIXED=0; DO_OVERHEAD=0; DO_CONTENTION=0; DO_CLIENT=0; DO_STORM=0; DO_BURST=0; DO_KEYS=0; DO_BATCH=0; DO_ESCROW=0
 	for arg in $modes; do
 		case $arg in
 			sweep) DO_SWEEP=1 ;; fixed) DO_FIXED=1 ;; overhead) DO_OVERHEAD=1 ;;
 			contention) DO_CONTENTION=1 ;; client) DO_CLIENT=1 ;; storm) DO_STORM=1 ;; burst) DO_BURST=1 ;;
-			keys) DO_KEYS=1 ;; batch) DO_BATCH=1 ;;
+			keys) DO_KEYS=1 ;; batch) DO_BATCH=1 ;; escrow) DO_ESCROW=1 ;;
 		esac
 	done
 	STORM_TOTAL=$((STORM_PRE + STORM_STALL + STORM_POST))
@@ -348,7 +361,7 @@ parse_args() {
 # uses_occ: do the selected forms (or the overhead mode) need the extension?
 uses_occ() {
 	[ "$DO_OVERHEAD" = 1 ] || [ "$DO_CONTENTION" = 1 ] || [ "$DO_CLIENT" = 1 ] || [ "$DO_STORM" = 1 ] ||
-		[ "$DO_BURST" = 1 ] || [ "$DO_KEYS" = 1 ] || [ "$DO_BATCH" = 1 ] ||
+		[ "$DO_BURST" = 1 ] || [ "$DO_KEYS" = 1 ] || [ "$DO_BATCH" = 1 ] || [ "$DO_ESCROW" = 1 ] ||
 		{ [ $((DO_SWEEP + DO_FIXED)) -gt 0 ] && [[ " $FORMS " == *" occ-"* ]]; }
 }
 
@@ -520,6 +533,7 @@ run_one() {
 	case $mode in
 		storm | burst) set_open_form_args "$mode" "$form" "$work" "$clients" ;;
 		batch-w*) FORM_ARGS=(-D "work_ms=$work"); FORM_PGOPTIONS=""; set_batch_form_args "$form" ;;
+		escrow-*) FORM_ARGS=(-D "work_ms=$work"); FORM_PGOPTIONS=""; set_escrow_form_args "$form" ;;
 		*) set_form_args "$form" "$work" ;;
 	esac
 
@@ -551,6 +565,7 @@ run_one() {
 	case $form in
 		pessimistic* | bare | occ-bare-nostats | *-lock | lock) attempts=$((commits + failed)) ;;
 		pgbench-retry | client-rr-*) attempts=$((commits + failed + ${retries:-0})) ;;
+		reserve*) attempts=$((commits + failed)) ;;
 		occ-* | mixed-* | *-occ* | queue | batch | *-batch*) attempts=""
 			if [ "$STATS" = 1 ]; then
 				read -r attempts s_commits s_gave_up <<<"$(occ_stats)"
@@ -594,7 +609,8 @@ count_runs() {
 		DO_CONTENTION * ROUNDS * ($(wc -w <<<"$CONTENTION_CLIENTS") * $(wc -w <<<"$CONTENTION_FORMS") + 8 * DO_GUARDS) +
 		DO_CLIENT * ROUNDS * $(wc -w <<<"$CLIENT_CLIENTS") * $(wc -w <<<"$CLIENT_FORMS") +
 		DO_STORM * STORM_ROUNDS * $(wc -w <<<"$STORM_FORMS") + DO_BURST * BURST_ROUNDS * $(wc -w <<<"$BURST_FORMS") +
-		DO_KEYS * KEYS_ROUNDS * $(keys_runs_per_round) + DO_BATCH * BATCH_ROUNDS * $(batch_runs_per_round) ))
+		DO_KEYS * KEYS_ROUNDS * $(keys_runs_per_round) + DO_BATCH * BATCH_ROUNDS * $(batch_runs_per_round) +
+		DO_ESCROW * ESCROW_ROUNDS * $(escrow_runs_per_round) ))
 }
 
 # sweep: every work value x client count x form, for DURATION seconds each
@@ -901,13 +917,14 @@ report() {
 	[ -f "$OUT/storm.csv" ] || DO_STORM=0
 	[ "$DO_STORM" = 1 ] && STORM_RUN_FORMS=$(for f in $STORM_FORMS; do awk -F, -v f="$f" '$1 == f { print f; exit }' "$OUT/storm.csv"; done | xargs)
 	{
-		echo "## pg_occ hot-row benchmark ($(date -u +%Y-%m-%d), $(nproc) cores, isolation $ISO, base $BASE, cap $CAP, max attempts $MAX_ATTEMPTS, commits $([ "$DURABLE" = 1 ] && echo "durable: fsync and synchronous_commit on" || echo "not durable: synchronous_commit off")$([ "$DO_BATCH" = 1 ] && echo "; the batch mode sets durability per run"))"
+		echo "## pg_occ hot-row benchmark ($(date -u +%Y-%m-%d), $(nproc) cores, isolation $ISO, base $BASE, cap $CAP, max attempts $MAX_ATTEMPTS, commits $([ "$DURABLE" = 1 ] && echo "durable: fsync and synchronous_commit on" || echo "not durable: synchronous_commit off")$([ $((DO_BATCH + DO_ESCROW)) -gt 0 ] && echo "; the batch and escrow modes set durability per run"))"
 		[ "$DO_CONTENTION" = 1 ] && contention_tables
 		[ "$DO_CLIENT" = 1 ] && client_table
 		[ "$DO_STORM" = 1 ] && storm_table
 		[ "$DO_BURST" = 1 ] && burst_table
 		[ "$DO_KEYS" = 1 ] && keys_tables
 		[ "$DO_BATCH" = 1 ] && batch_tables
+		[ "$DO_ESCROW" = 1 ] && escrow_tables
 		if [ "$DO_SWEEP" = 1 ]; then
 			for work in $WORK; do
 				markdown_table sweep "$work" "Sweep, work_ms = $work, ${DURATION}s per run" \
@@ -985,6 +1002,7 @@ main() {
 	[ "$DO_BURST" = 1 ] && prepare_db && burst
 	[ "$DO_KEYS" = 1 ] && prepare_db && keys
 	[ "$DO_BATCH" = 1 ] && prepare_db && batch_mode
+	[ "$DO_ESCROW" = 1 ] && prepare_db && escrow_mode
 	report
 }
 
