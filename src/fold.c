@@ -11,7 +11,9 @@
  * committed value at most about one interval old; occ.reserved_value() the
  * latest.  The fold locks each row it changes only for the moment of its
  * UPDATE (lock_timeout 100ms: a row locked longer is folded next time), and
- * runs the UPDATE as the table's owner, in a restricted security context.
+ * runs the UPDATE as the table's owner, in a restricted security context,
+ * with pg_catalog as its search_path (no one's operator or cast of the
+ * same name runs in its place).
  *
  * The first commit of a reservation in a database starts its worker; the
  * worker exits when its ledger has stayed empty for OCC_FOLD_IDLE_ROUNDS
@@ -326,7 +328,9 @@ occ_fold_one(Oid relid, const char *col)
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "pg_occ fold");
+	/* wait little for a row's lock; resolve names in pg_catalog only */
 	occ_fold_sql("SET LOCAL lock_timeout = '100ms'", 0, NULL, NULL, SPI_OK_UTILITY);
+	occ_fold_sql("SET LOCAL search_path = pg_catalog, pg_temp", 0, NULL, NULL, SPI_OK_UTILITY);
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		occ_fold_sql("DELETE FROM occ.reservation_ledger WHERE rel = $1", 1, types, values,
 					 SPI_OK_DELETE);
