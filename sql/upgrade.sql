@@ -1,9 +1,10 @@
--- Updating pg_occ from 0.1.0, 0.2.0 or 0.3.0 to 0.4.0
+-- Updating pg_occ from 0.1.0, 0.2.0, 0.3.0 or 0.4.0 to 0.5.0
 -- (sql/pg_occ--0.1.0--0.2.0.sql, sql/pg_occ--0.2.0--0.3.0.sql,
--- sql/pg_occ--0.3.0--0.4.0.sql) must give the catalog that a fresh 0.4.0
--- install gives: the same member
--- objects, signatures, properties, privileges, comments and view
--- definitions, with the schema occ owned by the extension.  pg_regress has
+-- sql/pg_occ--0.3.0--0.4.0.sql, sql/pg_occ--0.4.0--0.5.0.sql) must give the
+-- catalog that a fresh 0.5.0 install gives: the same member
+-- objects, signatures, properties, privileges, comments, view definitions,
+-- table columns and configuration tables, with the schema occ owned by the
+-- extension.  pg_regress has
 -- created the extension at its default version; this test starts by dropping
 -- it and leaves it installed again at the end.
 
@@ -31,10 +32,11 @@ SELECT pg_describe_object(d.classid, d.objid, d.objsubid) AS member,
        p.prosrc, p.probin,
        p.proacl::text AS proacl,
        p.proowner = e.extowner AS routine_owned_by_extowner,
-       -- views
+       -- views and tables (0.5.0's ledger)
        c.relkind,
        pg_get_viewdef(c.oid) AS viewdef,
-       (SELECT string_agg(format('%s %s', a.attname, format_type(a.atttypid, a.atttypmod)), ', ' ORDER BY a.attnum)
+       (SELECT string_agg(format('%s %s%s', a.attname, format_type(a.atttypid, a.atttypmod),
+                                 CASE WHEN a.attnotnull THEN ' not null' END), ', ' ORDER BY a.attnum)
           FROM pg_attribute a
          WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
        c.relacl::text AS relacl,
@@ -57,10 +59,11 @@ SELECT pg_describe_object(d.classid, d.objid, d.objsubid) AS member,
   LEFT JOIN pg_namespace n ON d.classid = 'pg_namespace'::regclass AND n.oid = d.objid
  WHERE e.extname = 'pg_occ'
 UNION ALL
--- the extension itself
+-- the extension itself; its configuration tables (0.5.0's ledger) by name,
+-- not by OID, which differs between installs
 SELECT 'extension ' || e.extname,
        format('extnamespace %s, extrelocatable %s, extversion %s, extconfig %s, extcondition %s',
-              e.extnamespace::regnamespace, e.extrelocatable, e.extversion, e.extconfig, e.extcondition),
+              e.extnamespace::regnamespace, e.extrelocatable, e.extversion, e.extconfig::regclass[], e.extcondition),
        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL, NULL, NULL, NULL, NULL,
        NULL, NULL,
@@ -71,13 +74,18 @@ SELECT 'extension ' || e.extname,
   FROM pg_extension e
  WHERE e.extname = 'pg_occ';
 
--- 1. A fresh install of the default version, 0.4.0
+-- 1. A fresh install of the default version, 0.5.0
 DROP EXTENSION pg_occ;
 SELECT count(*) AS schema_occ_left FROM pg_namespace WHERE nspname = 'occ';
 CREATE EXTENSION pg_occ;
 SELECT extversion, extnamespace::regnamespace AS extnamespace FROM pg_extension WHERE extname = 'pg_occ';
 CREATE TEMP TABLE fresh AS SELECT * FROM occ_catalog;
 SELECT member FROM fresh ORDER BY member COLLATE "C";
+-- 0.5.0's ledger: a plain table that only its owner may read or write,
+-- dumped with the extension (its configuration table)
+SELECT relkind, columns, relacl, relation_owned_by_extowner, dependencies
+  FROM fresh WHERE member = 'table occ.reservation_ledger';
+SELECT extension FROM fresh WHERE member = 'extension pg_occ';
 -- every member has a comment
 SELECT member AS member_without_comment FROM fresh WHERE comment IS NULL OR comment = '';
 -- how the installed catalog differs from the fresh one, in both directions
@@ -123,7 +131,7 @@ CREATE FUNCTION occ.not_ours() RETURNS int LANGUAGE sql AS 'SELECT 1';
 ALTER EXTENSION pg_occ UPDATE;
 DROP FUNCTION occ.not_ours();
 SELECT extversion, extnamespace::regnamespace AS extnamespace FROM pg_extension WHERE extname = 'pg_occ';
-SELECT extversion = '0.4.0' AS updated_to_0_4_0 FROM pg_extension WHERE extname = 'pg_occ';
+SELECT extversion = '0.5.0' AS updated_to_0_5_0 FROM pg_extension WHERE extname = 'pg_occ';
 SELECT count(*) AS schema_occ_is_member FROM pg_depend
  WHERE classid = 'pg_namespace'::regclass AND objid = 'occ'::regnamespace
    AND refclassid = 'pg_extension'::regclass
@@ -151,7 +159,7 @@ CALL occ.retry('SELECT occ.attempt() AS attempt', result => NULL);
 CALL occ.retry('SELECT 1 AS one', result => NULL, attempts => NULL, slept => NULL);
 
 -- 3b. Version 0.2.0, updated: the same catalog again, and 0.2.0's forms
--- of occ.retry keep working on 0.4.0's library until the update
+-- of occ.retry keep working on 0.5.0's library until the update
 DROP EXTENSION pg_occ;
 CREATE EXTENSION pg_occ VERSION '0.2.0';
 CALL occ.retry('SELECT 1', attempts => NULL, slept => NULL);
@@ -165,7 +173,7 @@ SELECT * FROM differences ORDER BY member, difference;
 SELECT (SELECT count(*) FROM fresh) AS fresh_members, (SELECT count(*) FROM occ_catalog) AS updated_members;
 
 -- 3c. Version 0.3.0, updated: the same catalog again, and 0.3.0's forms keep
--- working on 0.4.0's library until the update
+-- working on 0.5.0's library until the update
 DROP EXTENSION pg_occ;
 CREATE EXTENSION pg_occ VERSION '0.3.0';
 CALL occ.retry('SELECT occ.attempt() AS attempt', result => NULL, attempts => NULL, slept => NULL);
@@ -178,6 +186,73 @@ SELECT extversion FROM pg_extension WHERE extname = 'pg_occ';
 SELECT * FROM differences ORDER BY member, difference;
 \x off
 SELECT (SELECT count(*) FROM fresh) AS fresh_members, (SELECT count(*) FROM occ_catalog) AS updated_members;
+
+-- 3d. Version 0.4.0, updated: the same catalog again, 0.4.0's forms keep
+-- working on 0.5.0's library until the update, and the reservable columns
+-- work after it
+DROP EXTENSION pg_occ;
+CREATE EXTENSION pg_occ VERSION '0.4.0';
+-- 0.4.0's key: one key or an array of keys (anycompatible); occ.gate of
+-- several keys; occ.key_stats; occ.stats' batch columns
+CALL occ.retry('SELECT 1', contention => 'queue', key => ARRAY['k1', 'k2']);
+SELECT attempts, outcome FROM occ.last_retry();
+CALL occ.retry('SELECT 1', contention => 'queue', key => 42);
+SELECT attempts, outcome FROM occ.last_retry();
+BEGIN;
+SELECT occ.gate(ARRAY['k1', 'k2']);
+COMMIT;
+SELECT count(*) >= 0 AS has_key_stats FROM occ.key_stats;
+SELECT batched, mean_batch_size FROM occ.stats LIMIT 0;
+SELECT count(*) AS reservable_objects_before_update FROM pg_proc
+ WHERE pronamespace = 'occ'::regnamespace
+   AND proname IN ('reservable_guard', 'make_reservable', 'drop_reservable', 'reserve', 'reserved_value', 'reservations');
+ALTER EXTENSION pg_occ UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'pg_occ';
+\x on
+SELECT * FROM differences ORDER BY member, difference;
+\x off
+SELECT (SELECT count(*) FROM fresh) AS fresh_members, (SELECT count(*) FROM occ_catalog) AS updated_members;
+-- the update made the ledger a configuration table, as CREATE EXTENSION does
+SELECT extconfig::regclass[] AS extconfig, extcondition FROM pg_extension WHERE extname = 'pg_occ';
+-- 0.4.0's forms still work
+CALL occ.retry('SELECT 1', contention => 'queue', key => ARRAY['k1', 'k2']);
+SELECT attempts, outcome FROM occ.last_retry();
+
+-- the reservable columns work after the update: a column bounded by its
+-- CHECK constraint, declared reservable, changed by reservations
+CREATE TABLE upgrade_stock (item int PRIMARY KEY, qty bigint NOT NULL CHECK (qty >= 0));
+INSERT INTO upgrade_stock VALUES (1, 10), (2, 0);
+SELECT occ.make_reservable('upgrade_stock', 'qty');
+SELECT tgname FROM pg_trigger WHERE tgrelid = 'upgrade_stock'::regclass ORDER BY tgname COLLATE "C";
+BEGIN;
+SELECT occ.reserve('upgrade_stock', 'qty', 1, -3);
+-- the transaction sees its own reservation
+SELECT occ.reserved_value('upgrade_stock', 'qty', 1) AS qty_in_transaction;
+COMMIT;
+SELECT occ.reserved_value('upgrade_stock', 'qty', 1) AS qty_after_commit;
+-- a reservation that could break the bound is refused at once
+\set VERBOSITY terse
+SELECT occ.reserve('upgrade_stock', 'qty', 2, -1);
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
+SELECT occ.reserved_value('upgrade_stock', 'qty', 2) AS qty_unchanged;
+-- a rolled-back reservation changes nothing
+BEGIN;
+SELECT occ.reserve('upgrade_stock', 'qty', 1, -7);
+ROLLBACK;
+SELECT occ.reserved_value('upgrade_stock', 'qty', 1) AS qty_after_rollback;
+-- the guard refuses a direct change of the column
+\set VERBOSITY terse
+UPDATE upgrade_stock SET qty = 100 WHERE item = 1;
+\set VERBOSITY default
+SELECT rel, col, key, committed, reservations, refusals FROM occ.reservations
+ WHERE rel = 'upgrade_stock'::regclass ORDER BY key COLLATE "C";
+-- an ordinary column again: its guard is gone, an UPDATE may change it
+SELECT occ.drop_reservable('upgrade_stock', 'qty');
+SELECT count(*) AS column_guards_left FROM pg_trigger
+ WHERE tgrelid = 'upgrade_stock'::regclass AND tgname = 'occ_reservable_qty';
+UPDATE upgrade_stock SET qty = 100 WHERE item = 2;
+DROP TABLE upgrade_stock;
 
 -- 4. DROP EXTENSION removes the schema occ, which the update gave to the
 -- extension

@@ -1,21 +1,21 @@
 -- pg_occ API surface, part 1: the extension, its schema, functions,
--- procedures and views, with exact signatures, and their comments.
--- Checks version 0.4.0, as a fresh install makes it (sql/upgrade.sql checks
--- that an update from 0.1.0, 0.2.0 or 0.3.0 makes the same catalog).
+-- procedures, views and table, with exact signatures, and their comments.
+-- Checks version 0.5.0, as a fresh install makes it (sql/upgrade.sql checks
+-- that an update from 0.1.0, 0.2.0, 0.3.0 or 0.4.0 makes the same catalog).
 -- Runs in one transaction that is rolled back, so it leaves nothing behind.
 \ir begin.psql
 
-SELECT plan(247);
+SELECT plan(325);
 
 ------------------------------------------------------------------------
--- The extension: version 0.4.0, not relocatable, trusted (0.1.0 not); the extension
+-- The extension: version 0.5.0, not relocatable, trusted (0.1.0 not); the extension
 -- itself lives in pg_catalog, and the schema occ is one of its members
 ------------------------------------------------------------------------
 SELECT has_extension('pg_catalog', 'pg_occ', 'extension pg_occ is installed, in schema pg_catalog');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'), '0.4.0',
-          'pg_occ is at version 0.4.0');
-SELECT is((SELECT default_version FROM pg_available_extensions WHERE name = 'pg_occ'), '0.4.0',
-          'the default version of pg_occ is 0.4.0');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'), '0.5.0',
+          'pg_occ is at version 0.5.0');
+SELECT is((SELECT default_version FROM pg_available_extensions WHERE name = 'pg_occ'), '0.5.0',
+          'the default version of pg_occ is 0.5.0');
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'pg_occ'), false,
           'pg_occ is not relocatable');
 SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_occ'), 'pg_catalog',
@@ -23,9 +23,15 @@ SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extna
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
-        WHERE name = 'pg_occ' AND version = '0.4.0' $$,
+        WHERE name = 'pg_occ' AND version = '0.5.0' $$,
     $$ VALUES (false, true, true, true, true) $$,
     'control file: not relocatable, schema pg_catalog, superuser or trusted (the owner of a database may install it), no requirements');
+SELECT results_eq(
+    $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
+         FROM pg_available_extension_versions
+        WHERE name = 'pg_occ' AND version = '0.4.0' $$,
+    $$ VALUES (false, true, true, true, true) $$,
+    '0.4.0 is still available, with the same control settings, so it can be installed and updated');
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
@@ -50,12 +56,17 @@ SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '
           '0.2.0--0.3.0', 'pg_occ updates from 0.2.0 to 0.3.0 in one step');
 SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.3.0' AND target = '0.4.0'),
           '0.3.0--0.4.0', 'pg_occ updates from 0.3.0 to 0.4.0 in one step');
+SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.4.0' AND target = '0.5.0'),
+          '0.4.0--0.5.0', 'pg_occ updates from 0.4.0 to 0.5.0 in one step');
 SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.1.0' AND target = '0.4.0'),
           '0.1.0--0.2.0--0.3.0--0.4.0', 'pg_occ updates from 0.1.0 to 0.4.0 through 0.2.0 and 0.3.0');
+SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.1.0' AND target = '0.5.0'),
+          '0.1.0--0.2.0--0.3.0--0.4.0--0.5.0', 'pg_occ updates from 0.1.0 to 0.5.0 through 0.2.0, 0.3.0 and 0.4.0');
 SELECT set_eq(
     $$ SELECT source || '--' || target FROM pg_extension_update_paths('pg_occ') WHERE path IS NOT NULL $$,
-    ARRAY['0.1.0--0.2.0', '0.1.0--0.3.0', '0.1.0--0.4.0', '0.2.0--0.3.0', '0.2.0--0.4.0', '0.3.0--0.4.0'],
-    'pg_occ updates only forward: 0.1.0 to 0.2.0, 0.3.0 and 0.4.0, 0.2.0 to 0.3.0 and 0.4.0, 0.3.0 to 0.4.0');
+    ARRAY['0.1.0--0.2.0', '0.1.0--0.3.0', '0.1.0--0.4.0', '0.1.0--0.5.0', '0.2.0--0.3.0', '0.2.0--0.4.0', '0.2.0--0.5.0',
+          '0.3.0--0.4.0', '0.3.0--0.5.0', '0.4.0--0.5.0'],
+    'pg_occ updates only forward: 0.1.0 to 0.2.0 through 0.5.0, 0.2.0 to 0.3.0 through 0.5.0, 0.3.0 to 0.4.0 and 0.5.0, 0.4.0 to 0.5.0');
 SELECT throws_ok('ALTER EXTENSION pg_occ SET SCHEMA public', '0A000',
                  'extension "pg_occ" does not support SET SCHEMA',
                  'ALTER EXTENSION pg_occ SET SCHEMA is refused');
@@ -76,39 +87,44 @@ SELECT is((SELECT nspowner FROM pg_namespace WHERE nspname = 'occ'),
           'schema occ belongs to the owner of the extension');
 SELECT functions_are('occ',
     ARRAY['backoff', 'setseed', 'retry', 'attempt', 'gate', 'last_retry', 'stats', 'stats_info', 'stats_reset',
-          'key_stats'],
+          'key_stats', 'reservable_guard', 'make_reservable', 'drop_reservable', 'reserve', 'reserved_value',
+          'reservations'],
     'schema occ has exactly the documented functions and procedures');
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace), 14,
-          'schema occ has 14 routines (occ.retry has four forms, occ.gate two)');
-SELECT views_are('occ', ARRAY['stats', 'stats_info', 'key_stats'],
-                 'schema occ has exactly the views stats, stats_info and key_stats');
-SELECT tables_are('occ', ARRAY[]::name[], 'schema occ has no tables');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace), 20,
+          'schema occ has 20 routines (occ.retry has four forms, occ.gate two)');
+SELECT views_are('occ', ARRAY['stats', 'stats_info', 'key_stats', 'reservations'],
+                 'schema occ has exactly the views stats, stats_info, key_stats and reservations');
+SELECT tables_are('occ', ARRAY['reservation_ledger'], 'schema occ has exactly one table, reservation_ledger');
 SELECT is((SELECT count(*)::int FROM pg_class
-            WHERE relnamespace = 'occ'::regnamespace AND relkind NOT IN ('v')), 0,
-          'schema occ has no relations other than views');
+            WHERE relnamespace = 'occ'::regnamespace AND relkind NOT IN ('v', 'r')), 0,
+          'schema occ has no relations other than views and its table (no sequence, no index)');
 SELECT is(
     (SELECT count(*)::int
        FROM (SELECT 'pg_proc'::regclass AS classid, oid FROM pg_proc WHERE pronamespace = 'occ'::regnamespace
              UNION ALL
              SELECT 'pg_class'::regclass, oid FROM pg_class WHERE relnamespace = 'occ'::regnamespace
-               AND relkind = 'v') o
+               AND relkind IN ('v', 'r')) o
       WHERE NOT EXISTS (SELECT 1 FROM pg_depend d
                          WHERE d.classid = o.classid AND d.objid = o.oid AND d.deptype = 'e'
                            AND d.refclassid = 'pg_extension'::regclass
                            AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_occ'))),
-    0, 'every routine and view in occ belongs to extension pg_occ');
+    0, 'every routine, view and table in occ belongs to extension pg_occ');
 SELECT results_eq(
     $$ SELECT pg_describe_object(classid, objid, objsubid) COLLATE "default"
          FROM pg_depend
         WHERE refclassid = 'pg_extension'::regclass
           AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_occ') AND deptype = 'e'
-          -- not the views' row types and their array types, members from PostgreSQL 17 on
+          -- not the relations' row types and their array types, members from PostgreSQL 17 on
           AND NOT (classid = 'pg_type'::regclass AND objid IN (SELECT oid FROM pg_type WHERE typrelid <> 0
                                                                UNION ALL SELECT typarray FROM pg_type WHERE typrelid <> 0))
         ORDER BY pg_describe_object(classid, objid, objsubid) COLLATE "C" $$,
     $$ VALUES ('function occ.attempt()'),
               ('function occ.backoff(integer,interval,interval,text,double precision,interval,double precision)'),
+              ('function occ.drop_reservable(regclass,name)'),
               ('function occ.gate(text)'), ('function occ.gate(text[])'), ('function occ.key_stats(boolean)'), ('function occ.last_retry()'),
+              ('function occ.make_reservable(regclass,name)'), ('function occ.reservable_guard()'),
+              ('function occ.reservations()'), ('function occ.reserve(regclass,name,anycompatible,bigint)'),
+              ('function occ.reserved_value(regclass,name,anycompatible)'),
               -- PostgreSQL 15 describes procedures as functions too
               ('function occ.retry(text,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,anycompatible)'),
               ('function occ.retry(text,jsonb,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,anycompatible)'),
@@ -116,8 +132,9 @@ SELECT results_eq(
               ('function occ.retry(text,record,integer,interval,interval,text,double precision,interval,text,text[],text,anycompatible)'),
               ('function occ.setseed(double precision)'), ('function occ.stats(boolean)'),
               ('function occ.stats_info()'), ('function occ.stats_reset()'),
-              ('schema occ'), ('view occ.key_stats'), ('view occ.stats'), ('view occ.stats_info') $$,
-    'the members of pg_occ are exactly the schema occ, its 14 routines and its 3 views');
+              ('schema occ'), ('table occ.reservation_ledger'),
+              ('view occ.key_stats'), ('view occ.reservations'), ('view occ.stats'), ('view occ.stats_info') $$,
+    'the members of pg_occ are exactly the schema occ, its 20 routines, its 4 views and its table');
 
 ------------------------------------------------------------------------
 -- occ.backoff(attempt, base, cap, jitter, factor, prev, draw) -> interval
@@ -453,6 +470,167 @@ SELECT ok(length(obj_description('occ.key_stats(boolean)'::regprocedure, 'pg_pro
 SELECT ok(length(obj_description('occ.key_stats'::regclass, 'pg_class')) > 0, 'view occ.key_stats has a comment');
 
 ------------------------------------------------------------------------
+-- occ.reservable_guard() -> trigger: the guard that occ.make_reservable()
+-- creates on a table
+------------------------------------------------------------------------
+SELECT has_function('occ', 'reservable_guard', ARRAY[]::name[], 'occ.reservable_guard() exists');
+SELECT is_normal_function('occ', 'reservable_guard', ARRAY[]::name[], 'occ.reservable_guard is a function');
+SELECT function_returns('occ', 'reservable_guard', ARRAY[]::name[], 'trigger', 'occ.reservable_guard returns trigger');
+SELECT volatility_is('occ', 'reservable_guard', ARRAY[]::name[], 'volatile', 'occ.reservable_guard is volatile');
+SELECT isnt_strict('occ', 'reservable_guard', ARRAY[]::name[], 'occ.reservable_guard is not strict');
+SELECT function_lang_is('occ', 'reservable_guard', ARRAY[]::name[], 'c', 'occ.reservable_guard is written in C');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.reservable_guard()'::regprocedure),
+          'u', 'occ.reservable_guard is parallel unsafe');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace AND proname = 'reservable_guard'), 1,
+          'occ.reservable_guard has no overloads');
+SELECT throws_ok('SELECT occ.reservable_guard()', '39P01', 'occ.reservable_guard() must be called as a trigger',
+                 'occ.reservable_guard() cannot be called but as a trigger');
+
+------------------------------------------------------------------------
+-- occ.make_reservable(rel regclass, col name) -> void and
+-- occ.drop_reservable(rel regclass, col name) -> void
+------------------------------------------------------------------------
+SELECT has_function('occ', 'make_reservable', ARRAY['regclass', 'name'], 'occ.make_reservable(regclass, name) exists');
+SELECT is_normal_function('occ', 'make_reservable', ARRAY['regclass', 'name'], 'occ.make_reservable is a function');
+SELECT function_returns('occ', 'make_reservable', ARRAY['regclass', 'name'], 'void', 'occ.make_reservable returns void');
+SELECT volatility_is('occ', 'make_reservable', ARRAY['regclass', 'name'], 'volatile', 'occ.make_reservable is volatile');
+SELECT isnt_strict('occ', 'make_reservable', ARRAY['regclass', 'name'],
+                   'occ.make_reservable is not strict (a NULL argument is an error, not a no-op)');
+SELECT function_lang_is('occ', 'make_reservable', ARRAY['regclass', 'name'], 'c', 'occ.make_reservable is written in C');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.make_reservable(regclass, name)'::regprocedure),
+          'u', 'occ.make_reservable is parallel unsafe');
+SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.make_reservable(regclass, name)'::regprocedure),
+          ARRAY['rel', 'col'], 'occ.make_reservable argument names are rel, col');
+SELECT throws_ok($$ SELECT occ.make_reservable(NULL, 'qty') $$, '22004',
+                 'the arguments of occ.make_reservable() must not be null',
+                 'occ.make_reservable of a NULL table: 22004');
+SELECT has_function('occ', 'drop_reservable', ARRAY['regclass', 'name'], 'occ.drop_reservable(regclass, name) exists');
+SELECT is_normal_function('occ', 'drop_reservable', ARRAY['regclass', 'name'], 'occ.drop_reservable is a function');
+SELECT function_returns('occ', 'drop_reservable', ARRAY['regclass', 'name'], 'void', 'occ.drop_reservable returns void');
+SELECT volatility_is('occ', 'drop_reservable', ARRAY['regclass', 'name'], 'volatile', 'occ.drop_reservable is volatile');
+SELECT isnt_strict('occ', 'drop_reservable', ARRAY['regclass', 'name'],
+                   'occ.drop_reservable is not strict (a NULL argument is an error, not a no-op)');
+SELECT function_lang_is('occ', 'drop_reservable', ARRAY['regclass', 'name'], 'c', 'occ.drop_reservable is written in C');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.drop_reservable(regclass, name)'::regprocedure),
+          'u', 'occ.drop_reservable is parallel unsafe');
+SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.drop_reservable(regclass, name)'::regprocedure),
+          ARRAY['rel', 'col'], 'occ.drop_reservable argument names are rel, col');
+SELECT throws_ok($$ SELECT occ.drop_reservable('pg_class', NULL) $$, '22004',
+                 'the arguments of occ.drop_reservable() must not be null',
+                 'occ.drop_reservable of a NULL column: 22004');
+
+------------------------------------------------------------------------
+-- occ.reserve(rel regclass, col name, key anycompatible, delta bigint) -> void
+------------------------------------------------------------------------
+SELECT has_function('occ', 'reserve', ARRAY['regclass', 'name', 'anycompatible', 'bigint'],
+    'occ.reserve(regclass, name, anycompatible, bigint) exists');
+SELECT is_normal_function('occ', 'reserve', ARRAY['regclass', 'name', 'anycompatible', 'bigint'], 'occ.reserve is a function');
+SELECT function_returns('occ', 'reserve', ARRAY['regclass', 'name', 'anycompatible', 'bigint'], 'void',
+                        'occ.reserve returns void');
+SELECT volatility_is('occ', 'reserve', ARRAY['regclass', 'name', 'anycompatible', 'bigint'], 'volatile',
+                     'occ.reserve is volatile');
+SELECT isnt_strict('occ', 'reserve', ARRAY['regclass', 'name', 'anycompatible', 'bigint'],
+                   'occ.reserve is not strict (a NULL argument is an error: a reservation that did nothing would be a falsehood)');
+SELECT function_lang_is('occ', 'reserve', ARRAY['regclass', 'name', 'anycompatible', 'bigint'], 'c',
+                        'occ.reserve is written in C');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.reserve(regclass, name, anycompatible, bigint)'::regprocedure),
+          'u', 'occ.reserve is parallel unsafe (it writes the ledger)');
+SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.reserve(regclass, name, anycompatible, bigint)'::regprocedure),
+          ARRAY['rel', 'col', 'key', 'delta'], 'occ.reserve argument names are rel, col, key, delta');
+SELECT is((SELECT pronargdefaults::int FROM pg_proc WHERE oid = 'occ.reserve(regclass, name, anycompatible, bigint)'::regprocedure),
+          0, 'occ.reserve: no argument has a default');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace AND proname = 'reserve'), 1,
+          'occ.reserve has no overloads');
+SELECT throws_ok($$ SELECT occ.reserve('pg_class', 'relpages', 1, NULL) $$, '22004',
+                 'the arguments of occ.reserve() must not be null',
+                 'occ.reserve of a NULL delta: 22004');
+SELECT throws_ok($$ SELECT occ.reserve('pg_class', 'relpages', NULL::int, 1) $$, '22004',
+                 'the arguments of occ.reserve() must not be null',
+                 'occ.reserve of a NULL key: 22004');
+
+------------------------------------------------------------------------
+-- occ.reserved_value(rel regclass, col name, key anycompatible) -> bigint
+------------------------------------------------------------------------
+SELECT has_function('occ', 'reserved_value', ARRAY['regclass', 'name', 'anycompatible'],
+    'occ.reserved_value(regclass, name, anycompatible) exists');
+SELECT is_normal_function('occ', 'reserved_value', ARRAY['regclass', 'name', 'anycompatible'],
+                          'occ.reserved_value is a function');
+SELECT function_returns('occ', 'reserved_value', ARRAY['regclass', 'name', 'anycompatible'], 'bigint',
+                        'occ.reserved_value returns bigint');
+SELECT volatility_is('occ', 'reserved_value', ARRAY['regclass', 'name', 'anycompatible'], 'volatile',
+                     'occ.reserved_value is volatile (the latest committed value, not a snapshot''s)');
+SELECT is_strict('occ', 'reserved_value', ARRAY['regclass', 'name', 'anycompatible'],
+                 'occ.reserved_value is strict (NULL for a NULL argument)');
+SELECT function_lang_is('occ', 'reserved_value', ARRAY['regclass', 'name', 'anycompatible'], 'c',
+                        'occ.reserved_value is written in C');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.reserved_value(regclass, name, anycompatible)'::regprocedure),
+          'r', 'occ.reserved_value is parallel restricted');
+SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.reserved_value(regclass, name, anycompatible)'::regprocedure),
+          ARRAY['rel', 'col', 'key'], 'occ.reserved_value argument names are rel, col, key');
+SELECT is(occ.reserved_value('pg_class', 'relpages', NULL::int), NULL::bigint,
+          'occ.reserved_value of a NULL key is NULL');
+
+------------------------------------------------------------------------
+-- occ.reservations() -> setof record, and its view: per reservable row
+------------------------------------------------------------------------
+SELECT has_function('occ', 'reservations', ARRAY[]::name[], 'occ.reservations() exists');
+SELECT is_normal_function('occ', 'reservations', ARRAY[]::name[], 'occ.reservations is a function');
+SELECT function_returns('occ', 'reservations', ARRAY[]::name[], 'setof record', 'occ.reservations returns setof record');
+SELECT volatility_is('occ', 'reservations', ARRAY[]::name[], 'volatile', 'occ.reservations is volatile');
+SELECT function_lang_is('occ', 'reservations', ARRAY[]::name[], 'c', 'occ.reservations is written in C');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.reservations()'::regprocedure),
+          'r', 'occ.reservations is parallel restricted');
+SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.reservations()'::regprocedure),
+          ARRAY['rel', 'col', 'key', 'committed', 'in_flight_down', 'in_flight_up', 'in_flight', 'reservations',
+                'refusals', 'waits'],
+          'occ.reservations output names');
+SELECT is((SELECT proallargtypes::regtype[]::text[] FROM pg_proc WHERE oid = 'occ.reservations()'::regprocedure),
+          ARRAY['regclass', 'name', 'text', 'bigint', 'bigint', 'bigint', 'integer', 'bigint', 'bigint', 'bigint'],
+          'occ.reservations output types');
+SELECT is((SELECT proargmodes::text FROM pg_proc WHERE oid = 'occ.reservations()'::regprocedure),
+          '{o,o,o,o,o,o,o,o,o,o}', 'occ.reservations has only OUT arguments');
+SELECT has_view('occ', 'reservations', 'view occ.reservations exists');
+SELECT results_eq(
+    $$ SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod)
+         FROM pg_attribute
+        WHERE attrelid = 'occ.reservations'::regclass AND attnum > 0 AND NOT attisdropped
+        ORDER BY attnum $$,
+    $$ VALUES ('rel', 'regclass'), ('col', 'name'), ('key', 'text'), ('committed', 'bigint'),
+              ('in_flight_down', 'bigint'), ('in_flight_up', 'bigint'), ('in_flight', 'integer'),
+              ('reservations', 'bigint'), ('refusals', 'bigint'), ('waits', 'bigint') $$,
+    'occ.reservations has exactly these 10 columns, in this order');
+SELECT lives_ok('SELECT * FROM occ.reservations', 'occ.reservations can be read (pg_occ is preloaded)');
+SELECT table_privs_are('occ', 'reservations', 'public', ARRAY['SELECT'], 'PUBLIC may only SELECT from occ.reservations');
+
+------------------------------------------------------------------------
+-- The table occ.reservation_ledger: the reservations not yet folded, no
+-- role's but its owner's, dumped with the extension
+------------------------------------------------------------------------
+SELECT has_table('occ', 'reservation_ledger', 'table occ.reservation_ledger exists');
+SELECT results_eq(
+    $$ SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod), attnotnull
+         FROM pg_attribute
+        WHERE attrelid = 'occ.reservation_ledger'::regclass AND attnum > 0 AND NOT attisdropped
+        ORDER BY attnum $$,
+    $$ VALUES ('rel', 'regclass', true), ('col', 'name', true), ('key', 'text', true), ('delta', 'bigint', true) $$,
+    'occ.reservation_ledger has exactly these 4 columns, in this order, all NOT NULL');
+SELECT is((SELECT relpersistence FROM pg_class WHERE oid = 'occ.reservation_ledger'::regclass), 'p',
+          'occ.reservation_ledger is a permanent (logged) table: committed reservations survive a crash');
+SELECT table_privs_are('occ', 'reservation_ledger', 'public', ARRAY[]::name[],
+                       'PUBLIC has no privilege on occ.reservation_ledger');
+SELECT is(
+    ARRAY(SELECT a.grantee::regrole::text
+            FROM pg_class c, aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) a
+           WHERE c.oid = 'occ.reservation_ledger'::regclass AND a.grantee <> c.relowner),
+    ARRAY[]::text[], 'no privilege on occ.reservation_ledger is granted to anyone but its owner');
+SELECT results_eq(
+    $$ SELECT c.cfg::regclass::text COLLATE "default", e.extcondition[c.n] COLLATE "default"
+         FROM pg_extension e, unnest(e.extconfig) WITH ORDINALITY AS c(cfg, n)
+        WHERE e.extname = 'pg_occ' $$,
+    $$ VALUES ('occ.reservation_ledger', '') $$,
+    'occ.reservation_ledger is the configuration table of pg_occ (pg_dump dumps its rows), all of them');
+
+------------------------------------------------------------------------
 -- None of the routines is SECURITY DEFINER
 ------------------------------------------------------------------------
 SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace AND prosecdef), 0,
@@ -608,6 +786,21 @@ SELECT ok(length(obj_description('occ.stats_reset()'::regprocedure, 'pg_proc')) 
           'occ.stats_reset has a comment');
 SELECT ok(length(obj_description('occ.stats'::regclass, 'pg_class')) > 0, 'view occ.stats has a comment');
 SELECT ok(length(obj_description('occ.stats_info'::regclass, 'pg_class')) > 0, 'view occ.stats_info has a comment');
+SELECT ok(length(obj_description('occ.reservable_guard()'::regprocedure, 'pg_proc')) > 0,
+          'occ.reservable_guard has a comment');
+SELECT ok(length(obj_description('occ.make_reservable(regclass, name)'::regprocedure, 'pg_proc')) > 0,
+          'occ.make_reservable has a comment');
+SELECT ok(length(obj_description('occ.drop_reservable(regclass, name)'::regprocedure, 'pg_proc')) > 0,
+          'occ.drop_reservable has a comment');
+SELECT ok(length(obj_description('occ.reserve(regclass, name, anycompatible, bigint)'::regprocedure, 'pg_proc')) > 0,
+          'occ.reserve has a comment');
+SELECT ok(length(obj_description('occ.reserved_value(regclass, name, anycompatible)'::regprocedure, 'pg_proc')) > 0,
+          'occ.reserved_value has a comment');
+SELECT ok(length(obj_description('occ.reservations()'::regprocedure, 'pg_proc')) > 0,
+          'occ.reservations() has a comment');
+SELECT ok(length(obj_description('occ.reservations'::regclass, 'pg_class')) > 0, 'view occ.reservations has a comment');
+SELECT ok(length(obj_description('occ.reservation_ledger'::regclass, 'pg_class')) > 0,
+          'table occ.reservation_ledger has a comment');
 SELECT is(
     ARRAY(SELECT oid::regprocedure::text FROM pg_proc
            WHERE pronamespace = 'occ'::regnamespace AND obj_description(oid, 'pg_proc') IS NULL),
@@ -621,7 +814,7 @@ SELECT is(
             FROM pg_depend d
            WHERE d.refclassid = 'pg_extension'::regclass
              AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_occ') AND d.deptype = 'e'
-             -- not the views' row types and their array types, members from PostgreSQL 17 on
+             -- not the relations' row types and their array types, members from PostgreSQL 17 on
              AND NOT (d.classid = 'pg_type'::regclass AND d.objid IN (SELECT oid FROM pg_type WHERE typrelid <> 0
                                                                       UNION ALL SELECT typarray FROM pg_type WHERE typrelid <> 0))
              AND NOT EXISTS (SELECT 1 FROM pg_description c
