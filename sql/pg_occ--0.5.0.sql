@@ -305,6 +305,33 @@ COMMENT ON TABLE occ.reservation_ledger IS
 
 SELECT pg_catalog.pg_extension_config_dump('occ.reservation_ledger', '');
 
+-- The extension's owner (the database's owner, typically) dumps and restores
+-- the ledger with the database: SELECT and INSERT.  A row inserted other
+-- than by occ.reserve() (a restore) must name a column that its role may
+-- UPDATE: no one folds a delta into a table that is not theirs to change.
+CREATE FUNCTION occ.reservation_ledger_guard()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT has_column_privilege(NEW.rel, NEW.col, 'UPDATE') THEN
+        RAISE EXCEPTION 'permission denied to add a reservation of "%" of %', NEW.col, NEW.rel
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'A ledger row names a column that its role may UPDATE; reserve with occ.reserve().';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+COMMENT ON FUNCTION occ.reservation_ledger_guard() IS
+'the trigger of occ.reservation_ledger: a row inserted other than by occ.reserve() (a restore) needs UPDATE on the column it names';
+
+CREATE TRIGGER reservation_ledger_guard BEFORE INSERT ON occ.reservation_ledger
+    FOR EACH ROW EXECUTE FUNCTION occ.reservation_ledger_guard();
+
+GRANT SELECT, INSERT ON occ.reservation_ledger TO @extowner@;
+
 CREATE FUNCTION occ.reservable_guard()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'occ_reservable_guard'
@@ -340,7 +367,7 @@ COMMENT ON FUNCTION occ.reserve(regclass, name, anycompatible, bigint) IS
 CREATE FUNCTION occ.reserved_value(rel regclass, col name, key anycompatible)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'occ_reserved_value'
-LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION occ.reserved_value(regclass, name, anycompatible) IS
 'the latest committed value of col of the row of rel whose primary key is key, plus the current transaction''s own reservations of it (a plain SELECT shows the value as last folded)';

@@ -48,6 +48,7 @@
 #include "storage/spin.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -350,6 +351,55 @@ occ_fold_one(Oid relid, const char *col)
 	occ_fold_unmark();
 }
 
+/* a table whose last fold failed, and when */
+typedef struct OccFoldFailure
+{
+	Oid			relid;
+	TimestampTz at;
+} OccFoldFailure;
+
+/*
+ * occ_fold_guarded: fold (relid, col) unless its last fold failed less than
+ * OCC_FOLD_RETRY_USEC ago; a failure (a row gone, a lock held too long, a
+ * bound that the owner's own ledger rows would break) is logged and ends
+ * only this table's fold, never the others'
+ */
+static void
+occ_fold_guarded(Oid relid, const char *col)
+{
+	static HTAB *failed = NULL;
+	OccFoldFailure *last;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (failed == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(OccFoldFailure);
+		failed = hash_create("pg_occ failed folds", 16, &ctl, HASH_ELEM | HASH_BLOBS);
+	}
+	last = hash_search(failed, &relid, HASH_FIND, NULL);
+	if (last != NULL && now - last->at < OCC_FOLD_RETRY_USEC)
+		return;
+	PG_TRY();
+	{
+		occ_fold_one(relid, col);
+	}
+	PG_CATCH();
+	{
+		HOLD_INTERRUPTS();
+		EmitErrorReport();
+		AbortCurrentTransaction();
+		FlushErrorState();
+		occ_fold_unmark();
+		RESUME_INTERRUPTS();
+		last = hash_search(failed, &relid, HASH_ENTER, NULL);
+		last->at = now;
+	}
+	PG_END_TRY();
+}
+
 /*
  * occ_fold_all: fold every (table, column) with ledger rows; false when
  * there were none, or pg_occ is not installed here any more
@@ -388,7 +438,7 @@ occ_fold_all(void)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	forboth(lr, rels, lc, cols)
-		occ_fold_one(lfirst_oid(lr), lfirst(lc));
+		occ_fold_guarded(lfirst_oid(lr), lfirst(lc));
 	list_free(rels);
 	list_free_deep(cols);
 	return rels != NIL;
