@@ -327,7 +327,8 @@ for my $i (1 .. $n) {
         my $name = pick('occ.base_delay', 'occ.max_delay', 'occ.jitter', 'occ.factor', 'occ.max_attempts',
                         'occ.max_duration', 'occ.isolation', 'occ.retry_sqlstates', 'occ.contention',
                         'occ.log_retries', 'occ.track_stats', 'occ.stats_max', 'occ.nonexistent',
-                        'occ.max_result_size', 'occ.retry_budget', 'occ.retry_budget_ratio', 'occ.retry_budget_floor');
+                        'occ.max_result_size', 'occ.retry_budget', 'occ.retry_budget_ratio', 'occ.retry_budget_floor',
+                        'occ.fold_interval', 'occ.reservable_rows');
         my $value = pick("'0'", "'-1'", "'1us'", "'3600001ms'", "'nan'", "'full'", "'queue'", "'XX'",
                          "'40001, 40P01'", "''", "'on'", "'2147483648'", "'1e400'", "'0.5'", "'1e9'", "'1e10'",
                          "'1kB'", "'262143'", "'262144'", "'64MB'", "'-0'", "'Infinity'");

@@ -1,11 +1,11 @@
 -- pg_occ API surface, part 2: the occ.* configuration parameters.
 -- Runs in one transaction that is rolled back, so it leaves nothing behind.
--- Needs a server with shared_preload_libraries = pg_occ (occ.stats_max
--- exists only then); the test runner may set occ.stats_max, so its current
--- value is not checked, only its built-in default.
+-- Needs a server with shared_preload_libraries = pg_occ (occ.stats_max and
+-- occ.reservable_rows exist only then); the test runner may set them, so
+-- their current values are not checked, only their built-in defaults.
 \ir begin.psql
 
-SELECT plan(91);
+SELECT plan(97);
 
 ------------------------------------------------------------------------
 -- Exactly the documented parameters exist
@@ -15,25 +15,31 @@ SELECT set_eq(
     ARRAY['occ.base_delay', 'occ.max_delay', 'occ.jitter', 'occ.factor', 'occ.max_attempts', 'occ.batch_max_calls',
           'occ.max_duration', 'occ.isolation', 'occ.contention', 'occ.retry_sqlstates', 'occ.log_retries',
           'occ.track_stats', 'occ.stats_max', 'occ.max_result_size', 'occ.retry_budget',
-          'occ.retry_budget_ratio', 'occ.retry_budget_floor', 'occ.key'],
-    'exactly the 18 documented occ.* parameters exist');
+          'occ.retry_budget_ratio', 'occ.retry_budget_floor', 'occ.key', 'occ.fold_interval',
+          'occ.reservable_rows'],
+    'exactly the 20 documented occ.* parameters exist');
 
 ------------------------------------------------------------------------
--- Context of each parameter: stats_max needs a restart, log_retries,
--- track_stats and the retry budget's three (server-wide) are for superusers,
--- the rest can be set by anyone
+-- Context of each parameter: stats_max and reservable_rows need a restart,
+-- fold_interval a reload, log_retries, track_stats and the retry budget's
+-- three (server-wide) are for superusers, the rest can be set by anyone
 ------------------------------------------------------------------------
 SELECT results_eq(
     $$ SELECT name::text COLLATE "default", context::text FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
-    $$ VALUES ('occ.base_delay', 'user'), ('occ.batch_max_calls', 'user'), ('occ.contention', 'user'), ('occ.factor', 'user'), ('occ.isolation', 'user'),
+    $$ VALUES ('occ.base_delay', 'user'), ('occ.batch_max_calls', 'user'), ('occ.contention', 'user'), ('occ.factor', 'user'),
+              ('occ.fold_interval', 'sighup'), ('occ.isolation', 'user'),
               ('occ.jitter', 'user'), ('occ.key', 'user'), ('occ.log_retries', 'superuser'), ('occ.max_attempts', 'user'),
               ('occ.max_delay', 'user'), ('occ.max_duration', 'user'), ('occ.max_result_size', 'user'),
-              ('occ.retry_budget', 'superuser'), ('occ.retry_budget_floor', 'superuser'),
+              ('occ.reservable_rows', 'postmaster'), ('occ.retry_budget', 'superuser'), ('occ.retry_budget_floor', 'superuser'),
               ('occ.retry_budget_ratio', 'superuser'), ('occ.retry_sqlstates', 'user'),
               ('occ.stats_max', 'postmaster'), ('occ.track_stats', 'superuser') $$,
     'context of every occ.* parameter');
 SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.stats_max'), 'postmaster',
           'occ.stats_max can only be set at server start');
+SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.reservable_rows'), 'postmaster',
+          'occ.reservable_rows can only be set at server start');
+SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.fold_interval'), 'sighup',
+          'occ.fold_interval is set in the server''s configuration and changed by a reload');
 SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.log_retries'), 'superuser',
           'occ.log_retries is superuser-only');
 SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.track_stats'), 'superuser',
@@ -53,10 +59,11 @@ SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.retry_budget_floor'
 SELECT results_eq(
     $$ SELECT name::text COLLATE "default", vartype, unit FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
     $$ VALUES ('occ.base_delay', 'real', 'ms'), ('occ.batch_max_calls', 'integer', NULL), ('occ.contention', 'enum', NULL), ('occ.factor', 'real', NULL),
-              ('occ.isolation', 'enum', NULL), ('occ.jitter', 'enum', NULL), ('occ.key', 'string', NULL),
+              ('occ.fold_interval', 'integer', 'ms'), ('occ.isolation', 'enum', NULL), ('occ.jitter', 'enum', NULL), ('occ.key', 'string', NULL),
               ('occ.log_retries', 'bool', NULL), ('occ.max_attempts', 'integer', NULL),
               ('occ.max_delay', 'real', 'ms'), ('occ.max_duration', 'integer', 'ms'),
-              ('occ.max_result_size', 'integer', 'kB'), ('occ.retry_budget', 'real', NULL),
+              ('occ.max_result_size', 'integer', 'kB'), ('occ.reservable_rows', 'integer', NULL),
+              ('occ.retry_budget', 'real', NULL),
               ('occ.retry_budget_floor', 'real', NULL), ('occ.retry_budget_ratio', 'real', NULL),
               ('occ.retry_sqlstates', 'string', NULL), ('occ.stats_max', 'integer', NULL),
               ('occ.track_stats', 'bool', NULL) $$,
@@ -69,11 +76,12 @@ SELECT results_eq(
     $$ SELECT name::text COLLATE "default", boot_val, min_val, max_val FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
     $$ VALUES ('occ.base_delay', '1', '0.001', '3.6e+06'), ('occ.batch_max_calls', '64', '1', '1000'),
               ('occ.contention', 'queue', NULL, NULL),
-              ('occ.factor', '2', '1', '1000'),
+              ('occ.factor', '2', '1', '1000'), ('occ.fold_interval', '100', '10', '60000'),
               ('occ.isolation', 'serializable', NULL, NULL), ('occ.jitter', 'full', NULL, NULL),
               ('occ.key', '', NULL, NULL), ('occ.log_retries', 'off', NULL, NULL), ('occ.max_attempts', '30', '1', '2147483647'),
               ('occ.max_delay', '200', '0.001', '3.6e+06'), ('occ.max_duration', '0', '0', '2147483647'),
-              ('occ.max_result_size', '65536', '1', '262143'), ('occ.retry_budget', '0', '0', '1e+09'),
+              ('occ.max_result_size', '65536', '1', '262143'), ('occ.reservable_rows', '10000', '100', '1073741823'),
+              ('occ.retry_budget', '0', '0', '1e+09'),
               ('occ.retry_budget_floor', '10', '0', '1e+09'), ('occ.retry_budget_ratio', '0.2', '0', '1000'),
               ('occ.retry_sqlstates', '40001,40P01', NULL, NULL), ('occ.stats_max', '1000', '100', '1073741823'),
               ('occ.track_stats', 'on', NULL, NULL) $$,
@@ -101,6 +109,8 @@ SELECT is(current_setting('occ.retry_budget_ratio'), '0.2', 'occ.retry_budget_ra
 SELECT is(current_setting('occ.retry_budget_floor'), '10', 'occ.retry_budget_floor defaults to 10');
 SELECT is(current_setting('occ.key'), '', 'occ.key defaults to empty (no key)');
 SELECT is(current_setting('occ.batch_max_calls'), '64', 'occ.batch_max_calls defaults to 64');
+SELECT is(current_setting('occ.fold_interval'), '100ms', 'occ.fold_interval defaults to 100ms');
+SELECT ok(current_setting('occ.reservable_rows')::int >= 100, 'occ.reservable_rows is set, at least its minimum 100');
 
 ------------------------------------------------------------------------
 -- The enum parameters list their values, in the documented order
@@ -213,6 +223,12 @@ SELECT throws_ok($$ SELECT set_config('occ.key', 'account:1', true) $$, '55P02',
 SELECT throws_ok($$ SET LOCAL occ.stats_max = 200 $$, '55P02',
                  'parameter "occ.stats_max" cannot be changed without restarting the server',
                  'occ.stats_max cannot be changed in a session');
+SELECT throws_ok($$ SET LOCAL occ.reservable_rows = 200 $$, '55P02',
+                 'parameter "occ.reservable_rows" cannot be changed without restarting the server',
+                 'occ.reservable_rows cannot be changed in a session');
+SELECT throws_ok($$ SET LOCAL occ.fold_interval = '1s' $$, '55P02',
+                 'parameter "occ.fold_interval" cannot be changed now',
+                 'occ.fold_interval cannot be changed in a session');
 
 ------------------------------------------------------------------------
 -- Valid values are accepted, with units
