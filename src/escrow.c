@@ -44,11 +44,13 @@
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/stratnum.h"
+#include "access/sysattr.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
+#include "catalog/pg_constraint.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "fmgr.h"
@@ -191,24 +193,47 @@ occ_escrow_evict(void)
 }
 
 /*
- * occ_escrow_forget: take out the entries of a column no longer reservable
- * (its table locked against reservations, so none is in flight)
+ * occ_escrow_forget: take out the entries of a column no longer reservable.
+ * Its table is locked against reservations, so that a reservation still in
+ * flight is the current transaction's: an error, since its entry would
+ * outlive the declaration and miss the changes made without it.
  */
 void
 occ_escrow_forget(Oid relid, AttrNumber attnum)
 {
 	HASH_SEQ_STATUS status;
 	OccEscrowRow *row;
+	bool		in_flight = false;
 
 	if (occ_escrow_rows == NULL)
 		return;
 	LWLockAcquire(occ_escrow_lock, LW_EXCLUSIVE);
-	hash_seq_init(&status, occ_escrow_rows);
-	while ((row = hash_seq_search(&status)) != NULL)
-		if (row->tag.dbid == MyDatabaseId && row->tag.relid == relid &&
-			row->tag.attnum == attnum && row->loaded && row->in_flight == 0)
-			hash_search(occ_escrow_rows, &row->tag, HASH_REMOVE, NULL);
+	/* first whether one is in flight, then (if none) out with them all */
+	for (int pass = 0; pass < 2 && !in_flight; pass++)
+	{
+		hash_seq_init(&status, occ_escrow_rows);
+		while ((row = hash_seq_search(&status)) != NULL)
+		{
+			if (row->tag.dbid != MyDatabaseId || row->tag.relid != relid ||
+				row->tag.attnum != attnum || !row->loaded)
+				continue;
+			if (pass == 1)
+				hash_search(occ_escrow_rows, &row->tag, HASH_REMOVE, NULL);
+			else
+			{
+				SpinLockAcquire(&row->mutex);
+				in_flight |= row->in_flight > 0;
+				SpinLockRelease(&row->mutex);
+			}
+		}
+	}
 	LWLockRelease(occ_escrow_lock);
+	if (in_flight)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("column \"%s\" of \"%s\" has reservations in flight in this transaction",
+						get_attname(relid, attnum, false), get_rel_name(relid)),
+				 errhint("Declare it reservable or not in a transaction that has not reserved it.")));
 }
 
 /* occ_escrow_ledger: the ledger, opened in mode */
@@ -698,6 +723,7 @@ occ_reserved_value(PG_FUNCTION_ARGS)
 	int64		value;
 	int			waits = 0;
 
+	occ_reservable_require_args(fcinfo, 3, "occ.reserved_value()");
 	rel = table_open(PG_GETARG_OID(0), AccessShareLock);
 	decl = occ_reservable_get(rel, NameStr(*PG_GETARG_NAME(1)));
 	occ_reservable_check_access(rel, decl, false);
@@ -719,6 +745,28 @@ occ_reserved_value(PG_FUNCTION_ARGS)
 	value += occ_escrow_own(row);
 	table_close(rel, AccessShareLock);
 	PG_RETURN_INT64(value);
+}
+
+/*
+ * occ_escrow_may_read: may the current role read column attnum of relid,
+ * and the primary key that names its rows (the key that occ.reservations
+ * shows), as SELECT pk, c FROM rel would need?
+ */
+static bool
+occ_escrow_may_read(Oid relid, AttrNumber attnum)
+{
+	Oid			constraint;
+	Bitmapset  *pk = get_primary_key_attnos(relid, true, &constraint);
+	int			member = -1;
+
+	if (!occ_reservable_may(relid, attnum, ACL_SELECT))
+		return false;
+	if (pk == NULL)
+		return pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
+	while ((member = bms_next_member(pk, member)) >= 0)
+		if (!occ_reservable_may(relid, member + FirstLowInvalidHeapAttributeNumber, ACL_SELECT))
+			return false;
+	return true;
 }
 
 /*
@@ -756,7 +804,7 @@ occ_reservations(PG_FUNCTION_ARGS)
 		char	   *attname = get_attname(copies[i].tag.relid, copies[i].tag.attnum, true);
 
 		if (!copies[i].loaded || attname == NULL ||
-			!occ_reservable_may(copies[i].tag.relid, copies[i].tag.attnum, ACL_SELECT))
+			!occ_escrow_may_read(copies[i].tag.relid, copies[i].tag.attnum))
 			continue;
 		values[0] = ObjectIdGetDatum(copies[i].tag.relid);
 		values[1] = CStringGetDatum(attname);

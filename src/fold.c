@@ -493,6 +493,8 @@ occ_fold_main(Datum arg)
 	/* an error ends the round: the fold rolls back and is tried again later */
 	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
 	{
+		/* the callbacks of the failed statement (SPI's) are on a stack gone */
+		error_context_stack = NULL;
 		HOLD_INTERRUPTS();
 		EmitErrorReport();
 		AbortCurrentTransaction();

@@ -541,8 +541,10 @@ occ_drop_reservable(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("column \"%s\" of \"%s\" is not reservable", colname, RelationGetRelationName(rel))));
+	/* the other columns' guards: row triggers (the TRUNCATE guard is not one) */
 	for (int i = 0; i < rel->trigdesc->numtriggers; i++)
 		others += occ_rsv_is_guard(&rel->trigdesc->triggers[i], NULL) &&
+			TRIGGER_FOR_ROW(rel->trigdesc->triggers[i].tgtype) &&
 			!occ_rsv_is_guard(&rel->trigdesc->triggers[i], colname);
 	qrel = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 									  RelationGetRelationName(rel));
