@@ -80,6 +80,28 @@ SELECT occ.make_reservable('d_nopk', 'qty');
 CREATE TABLE d_twopk (a int, b int, qty int NOT NULL, PRIMARY KEY (a, b));
 SELECT occ.make_reservable('d_twopk', 'qty');
 \echo :LAST_ERROR_SQLSTATE
+-- ... of a type whose equal values print the same (the key's text names the
+-- row's entry: numeric 1 and 1.0 would be two entries, each checking the
+-- bound alone)
+CREATE TABLE d_numkey (id numeric PRIMARY KEY, qty int NOT NULL);
+SELECT occ.make_reservable('d_numkey', 'qty');
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE d_charkey (id char(3) PRIMARY KEY, qty int NOT NULL);
+SELECT occ.make_reservable('d_charkey', 'qty');
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE d_tskey (id timestamptz PRIMARY KEY, qty int NOT NULL);
+SELECT occ.make_reservable('d_tskey', 'qty');
+\echo :LAST_ERROR_SQLSTATE
+-- (a uuid is: its text is canonical, whatever the case it was written in)
+CREATE TABLE d_uuidkey (id uuid PRIMARY KEY, qty int NOT NULL CHECK (qty >= 0));
+INSERT INTO d_uuidkey VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 1);
+SELECT occ.make_reservable('d_uuidkey', 'qty');
+BEGIN;
+SELECT occ.reserve('d_uuidkey', 'qty', 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11'::text, -1);
+SELECT occ.reserve('d_uuidkey', 'qty', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid, -1);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SELECT key, in_flight, reservations, refusals FROM escrow_rsv WHERE rel = 'd_uuidkey'::regclass;
 -- the table: plain, logged, permanent, without row-level security
 CREATE TABLE d_part (id int PRIMARY KEY, qty int NOT NULL) PARTITION BY RANGE (id);
 CREATE TABLE d_part_1 PARTITION OF d_part FOR VALUES FROM (0) TO (100);
@@ -616,13 +638,13 @@ DROP TABLE stock CASCADE;
 SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'occ_reservable%' AND tgrelid NOT IN
   ('seats'::regclass, 'strict'::regclass, 'small'::regclass, 'medium'::regclass, 'big'::regclass,
    'labels'::regclass, 'wallet'::regclass, 'd_part_1'::regclass, 'd_trigger'::regclass,
-   'd_check6'::regclass);
+   'd_check6'::regclass, 'd_uuidkey'::regclass);
 
 -- clean up: every ledger row folded
 SELECT occ_escrow_folded('labels', 1, 'SELECT sum(n) FROM labels') AS labels_folded;
 SELECT count(*) AS ledger FROM occ.reservation_ledger;
 DROP TABLE seats, strict, small, medium, big, labels, orders, account, d_numeric, d_nullable,
-    d_generated, d_nopk, d_twopk, d_part, d_unlogged, d_rls, d_trigger, d_check, d_check2,
+    d_generated, d_nopk, d_twopk, d_numkey, d_charkey, d_tskey, d_uuidkey, d_part, d_unlogged, d_rls, d_trigger, d_check, d_check2,
     d_check3, d_check4, d_check5, d_check6 CASCADE;
 DROP FOREIGN TABLE d_foreign;
 DROP SERVER occ_escrow_server;

@@ -337,6 +337,36 @@ occ_rsv_describe(Relation rel, AttrNumber attnum, OccReservable *decl)
 							   BTEqualStrategyNumber);
 	decl->pkeqproc = get_opcode(eqop);
 	index_close(idx, AccessShareLock);
+
+	/*
+	 * The key's text names the row's entry and its ledger rows: a key type
+	 * whose equal values may print differently (numeric 1 and 1.0, char(n)
+	 * with and without its padding, a timestamp under two TimeZone settings,
+	 * text under a nondeterministic collation) would give one row several
+	 * entries, each checking the bounds alone.
+	 */
+	switch (getBaseType(decl->pktype))
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case TEXTOID:
+		case VARCHAROID:
+		case UUIDOID:
+			break;
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("the primary key of \"%s\" is of type %s: a reservable row's key is smallint, integer, bigint, text, varchar or uuid",
+							RelationGetRelationName(rel), format_type_be(decl->pktype)),
+					 errhint("Equal keys of other types may have different texts, which would name one row twice.")));
+	}
+	if (OidIsValid(decl->pkcollation) && !get_collation_isdeterministic(decl->pkcollation))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the primary key of \"%s\" has a nondeterministic collation: a reservable row's key is compared as bytes",
+						RelationGetRelationName(rel)),
+				 errhint("Equal keys of a nondeterministic collation may have different texts, which would name one row twice.")));
 	getTypeInputInfo(decl->pktype, &decl->pkinput, &decl->pkioparam);
 	getTypeOutputInfo(decl->pktype, &decl->pkoutput, &varlena);
 	occ_rsv_bounds(rel, decl);
