@@ -42,7 +42,11 @@
 #   compat.h, the README against the code); and, in clusters of their own,
 #   occ.stats over restarts (test/persist.sh), batch mode's leader
 #   cancelled, terminated and killed with SIGKILL at each point of a batch
-#   (test/batch_kill.sh), and a dump restored by the database's owner
+#   (test/batch_kill.sh), reservable columns (escrow) Jepsen style with a
+#   hot standby (test/escrow.sh: clients at each isolation level under
+#   cancels, terminations, SIGKILLs and an immediate restart; exactly once,
+#   no lost update, the bound never broken, no serialization failure, the
+#   standby's values), and a dump restored by the database's owner
 #   (test/restore.sh).
 # Every version runs even if one fails; the exit status is 1 if any failed.
 #
@@ -114,6 +118,7 @@ test_here() {
     test/packaging.sh
     test/persist.sh
     test/batch_kill.sh
+    test/escrow.sh
     test/restore.sh
     test/source.sh
     echo "all pg_occ tests passed on PostgreSQL $v"
