@@ -311,6 +311,12 @@ SELECT occ.reserve('strict', 'v', 1, 6);
 SELECT occ.reserve('strict', 'v', 1, 1);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
+-- row-level security enabled afterwards: reservations are refused
+ALTER TABLE strict ENABLE ROW LEVEL SECURITY;
+SELECT occ.reserve('strict', 'v', 1, 1);
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE strict DISABLE ROW LEVEL SECURITY;
+SELECT occ.reserve('strict', 'v', 1, 1);
 
 -- types: a smallint column without bounds is bounded by its type (22003)
 CREATE TABLE small (id int PRIMARY KEY, n smallint NOT NULL);
@@ -642,6 +648,7 @@ SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'occ_reservable%' AND tgrelid 
 
 -- clean up: every ledger row folded
 SELECT occ_escrow_folded('labels', 1, 'SELECT sum(n) FROM labels') AS labels_folded;
+SELECT occ_escrow_folded('strict', 4, 'SELECT sum(v) FROM strict') AS strict_folded;
 SELECT count(*) AS ledger FROM occ.reservation_ledger;
 DROP TABLE seats, strict, small, medium, big, labels, orders, account, d_numeric, d_nullable,
     d_generated, d_nopk, d_twopk, d_numkey, d_charkey, d_tskey, d_uuidkey, d_part, d_unlogged, d_rls, d_trigger, d_check, d_check2,
