@@ -71,6 +71,9 @@ PGDLLEXPORT void occ_fold_main(Datum arg);
 /* how long a worker that failed to start keeps others from trying */
 #define OCC_FOLD_RETRY_USEC (10 * USECS_PER_SEC)
 
+/* how long a table whose fold failed waits for its next one */
+#define OCC_FOLD_FAILED_USEC USECS_PER_SEC
+
 int			occ_fold_interval = 100;
 
 typedef struct OccFoldSlot
@@ -360,7 +363,7 @@ typedef struct OccFoldFailure
 
 /*
  * occ_fold_guarded: fold (relid, col) unless its last fold failed less than
- * OCC_FOLD_RETRY_USEC ago; a failure (a row gone, a lock held too long, a
+ * OCC_FOLD_FAILED_USEC ago; a failure (a row gone, a lock held too long, a
  * bound that the owner's own ledger rows would break) is logged and ends
  * only this table's fold, never the others'
  */
@@ -380,7 +383,7 @@ occ_fold_guarded(Oid relid, const char *col)
 		failed = hash_create("pg_occ failed folds", 16, &ctl, HASH_ELEM | HASH_BLOBS);
 	}
 	last = hash_search(failed, &relid, HASH_FIND, NULL);
-	if (last != NULL && now - last->at < OCC_FOLD_RETRY_USEC)
+	if (last != NULL && now - last->at < OCC_FOLD_FAILED_USEC)
 		return;
 	PG_TRY();
 	{

@@ -126,6 +126,15 @@ occ_rsv_check_triggers(Relation rel, const char *colname)
 
 		if (occ_rsv_is_guard(t, NULL))
 		{
+			bool		ours = occ_rsv_is_guard(t, colname) || t->tgnargs == 0;
+
+			/* a guard that does not fire lets changes past the reservations */
+			if (ours && t->tgenabled != TRIGGER_FIRES_ON_ORIGIN && t->tgenabled != TRIGGER_FIRES_ALWAYS)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("trigger \"%s\" of \"%s\" is disabled: its reservable column is not guarded",
+								t->tgname, RelationGetRelationName(rel)),
+						 errhint("ALTER TABLE ... ENABLE TRIGGER %s; or occ.drop_reservable().", t->tgname)));
 			declared |= occ_rsv_is_guard(t, colname);
 			continue;
 		}

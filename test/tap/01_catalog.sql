@@ -5,7 +5,7 @@
 -- Runs in one transaction that is rolled back, so it leaves nothing behind.
 \ir begin.psql
 
-SELECT plan(325);
+SELECT plan(327);
 
 ------------------------------------------------------------------------
 -- The extension: version 0.5.0, not relocatable, trusted (0.1.0 not); the extension
@@ -88,10 +88,10 @@ SELECT is((SELECT nspowner FROM pg_namespace WHERE nspname = 'occ'),
 SELECT functions_are('occ',
     ARRAY['backoff', 'setseed', 'retry', 'attempt', 'gate', 'last_retry', 'stats', 'stats_info', 'stats_reset',
           'key_stats', 'reservable_guard', 'make_reservable', 'drop_reservable', 'reserve', 'reserved_value',
-          'reservations'],
+          'reservations', 'reservation_ledger_guard'],
     'schema occ has exactly the documented functions and procedures');
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace), 20,
-          'schema occ has 20 routines (occ.retry has four forms, occ.gate two)');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace), 21,
+          'schema occ has 21 routines (occ.retry has four forms, occ.gate two)');
 SELECT views_are('occ', ARRAY['stats', 'stats_info', 'key_stats', 'reservations'],
                  'schema occ has exactly the views stats, stats_info, key_stats and reservations');
 SELECT tables_are('occ', ARRAY['reservation_ledger'], 'schema occ has exactly one table, reservation_ledger');
@@ -123,7 +123,7 @@ SELECT results_eq(
               ('function occ.drop_reservable(regclass,name)'),
               ('function occ.gate(text)'), ('function occ.gate(text[])'), ('function occ.key_stats(boolean)'), ('function occ.last_retry()'),
               ('function occ.make_reservable(regclass,name)'), ('function occ.reservable_guard()'),
-              ('function occ.reservations()'), ('function occ.reserve(regclass,name,anycompatible,bigint)'),
+              ('function occ.reservation_ledger_guard()'), ('function occ.reservations()'), ('function occ.reserve(regclass,name,anycompatible,bigint)'),
               ('function occ.reserved_value(regclass,name,anycompatible)'),
               -- PostgreSQL 15 describes procedures as functions too
               ('function occ.retry(text,integer,interval,record,integer,interval,interval,text,double precision,interval,text,text[],text,anycompatible)'),
@@ -134,7 +134,7 @@ SELECT results_eq(
               ('function occ.stats_info()'), ('function occ.stats_reset()'),
               ('schema occ'), ('table occ.reservation_ledger'),
               ('view occ.key_stats'), ('view occ.reservations'), ('view occ.stats'), ('view occ.stats_info') $$,
-    'the members of pg_occ are exactly the schema occ, its 20 routines, its 4 views and its table');
+    'the members of pg_occ are exactly the schema occ, its 21 routines, its 4 views and its table');
 
 ------------------------------------------------------------------------
 -- occ.backoff(attempt, base, cap, jitter, factor, prev, draw) -> interval
@@ -559,16 +559,17 @@ SELECT function_returns('occ', 'reserved_value', ARRAY['regclass', 'name', 'anyc
                         'occ.reserved_value returns bigint');
 SELECT volatility_is('occ', 'reserved_value', ARRAY['regclass', 'name', 'anycompatible'], 'volatile',
                      'occ.reserved_value is volatile (the latest committed value, not a snapshot''s)');
-SELECT is_strict('occ', 'reserved_value', ARRAY['regclass', 'name', 'anycompatible'],
-                 'occ.reserved_value is strict (NULL for a NULL argument)');
+SELECT isnt_strict('occ', 'reserved_value', ARRAY['regclass', 'name', 'anycompatible'],
+                   'occ.reserved_value is not strict (a NULL argument is an error)');
 SELECT function_lang_is('occ', 'reserved_value', ARRAY['regclass', 'name', 'anycompatible'], 'c',
                         'occ.reserved_value is written in C');
 SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.reserved_value(regclass, name, anycompatible)'::regprocedure),
           'r', 'occ.reserved_value is parallel restricted');
 SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.reserved_value(regclass, name, anycompatible)'::regprocedure),
           ARRAY['rel', 'col', 'key'], 'occ.reserved_value argument names are rel, col, key');
-SELECT is(occ.reserved_value('pg_class', 'relpages', NULL::int), NULL::bigint,
-          'occ.reserved_value of a NULL key is NULL');
+SELECT throws_ok($$ SELECT occ.reserved_value('pg_class', 'relpages', NULL::int) $$, '22004',
+                 'the arguments of occ.reserved_value() must not be null',
+                 'occ.reserved_value of a NULL key: 22004');
 
 ------------------------------------------------------------------------
 -- occ.reservations() -> setof record, and its view: per reservable row
@@ -801,6 +802,12 @@ SELECT ok(length(obj_description('occ.reservations()'::regprocedure, 'pg_proc'))
 SELECT ok(length(obj_description('occ.reservations'::regclass, 'pg_class')) > 0, 'view occ.reservations has a comment');
 SELECT ok(length(obj_description('occ.reservation_ledger'::regclass, 'pg_class')) > 0,
           'table occ.reservation_ledger has a comment');
+SELECT ok(length(obj_description('occ.reservation_ledger_guard()'::regprocedure, 'pg_proc')) > 0,
+          'occ.reservation_ledger_guard has a comment');
+SELECT is((SELECT tgfoid::regprocedure FROM pg_trigger WHERE tgrelid = 'occ.reservation_ledger'::regclass
+            AND NOT tgisinternal AND tgtype = 7),
+          'occ.reservation_ledger_guard()'::regprocedure,
+          'occ.reservation_ledger has its BEFORE INSERT row guard (a restored row needs UPDATE on its column)');
 SELECT is(
     ARRAY(SELECT oid::regprocedure::text FROM pg_proc
            WHERE pronamespace = 'occ'::regnamespace AND obj_description(oid, 'pg_proc') IS NULL),
