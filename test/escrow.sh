@@ -15,11 +15,16 @@
 # occ.reserve(product, delta) (mostly decrements, some increments);
 # sometimes one more line in a savepoint (released, rolled back, or rolled
 # back because its reservation is refused); sometimes reads a catalog table,
-# calls occ.reserved_value or sleeps a few ms; and commits.  They record the
+# calls occ.reserved_value or sleeps a few ms; and commits.  A fifth of the
+# transactions are instead one line as the body of occ.retry in batch mode,
+# all on one key (the body fails with a simulated 40001 until it holds the
+# key's gate, so that the calls queue and, at read committed and
+# serializable, commit in batches: a leader's transaction runs its
+# followers' bodies, each in a subtransaction).  The clients record the
 # lines they kept, and what they saw: committed, failed (an error on a live
 # connection: the transaction did nothing), lost (the connection died
-# before COMMIT was sent: nothing either) or unknown (it died during
-# COMMIT).  Two phases:
+# before COMMIT was sent: nothing either) or unknown (it died during COMMIT,
+# or during a call of occ.retry).  Two phases:
 #   storm  STORM_SECONDS at read committed, repeatable read and
 #          serializable, while a storm cancels (pg_cancel_backend) and
 #          terminates (pg_terminate_backend) random client backends every
@@ -30,7 +35,8 @@
 #   quiet  QUIET_SECONDS at repeatable read and serializable, no faults:
 #          no transaction may fail with a serialization failure (40001):
 #          each touches only its own new order lines and its reservations
-#          (and reads the catalog, which nothing writes).
+#          (and reads the catalog, which nothing writes); and some calls of
+#          occ.retry must have committed in batches.
 # Exact values: after the restart and every other crash, with the clients
 # held back (after the others they race to load the rows again, under the
 # storm), and every few seconds with the clients paused between
@@ -55,7 +61,9 @@
 # faults (cancels, terminations, crashes) in the storm.  Then the standby,
 # once it has replayed the primary's last LSN: qty + its ledger rows and
 # occ.reserved_value equal the primary's values, and occ.reserve there
-# fails with 25006.  Prints a summary; any violation: exit 1, with the
+# fails with 25006; promoted, it loads the rows from its tables (the same
+# values), takes the hot product's whole stock, refuses one more (23514),
+# and folds to 0.  Prints a summary; any violation: exit 1, with the
 # seed (SEED=... runs the same clients' choices again; the timing differs).
 # Environment: CLIENTS (24), STORM_SECONDS (30), QUIET_SECONDS (10),
 # KILL_EVERY (5), FOLD_INTERVAL (occ.fold_interval, 100), SEED (random);
@@ -90,6 +98,15 @@ INSERT INTO stock SELECT 100 + g, 50 FROM generate_series(1, 300) g;
 SELECT occ.make_reservable('stock', 'qty');
 CREATE TABLE orders (id text PRIMARY KEY, txn text NOT NULL, product int NOT NULL, delta int NOT NULL);
 CREATE TABLE catalog (id int PRIMARY KEY, price int NOT NULL);
+-- occ.retry's bodies: a simulated conflict (40001) unless this backend
+-- holds the key's gate, so that every call queues, and the calls batch
+CREATE FUNCTION conflict_until_gated() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'
+                 AND objsubid = 20291 AND granted) THEN
+    RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
+  END IF;
+END $$;
 INSERT INTO catalog SELECT id, 100 * id FROM stock;
 SQL
 
@@ -127,6 +144,15 @@ KILL_EVERY = float(E["KILL_EVERY"])
 SEED = int(E["SEED"])
 INITIAL = {}  # each product's qty before the workload
 COLD = []  # the products beyond the first four
+# a transaction as the body of occ.retry in batch mode, all on one key:
+# its first attempt fails until it holds the key's gate, so that the
+# calls queue (and at serializable and read committed batch: one leader's
+# transaction runs its followers' bodies, each in a subtransaction)
+RETRY_SHARE = 0.2
+RETRY_CALL = ("CALL occ.retry('SELECT conflict_until_gated(); INSERT INTO orders VALUES ($1, $2, $3, $4);"
+              " SELECT occ.reserve(''stock'', ''qty'', $3, $4)',"
+              " params => row(%s::text, %s::text, %s::int, %s::int), isolation => %s,"
+              " contention => 'batch', key => %s)")
 # SQLSTATEs a transaction may fail with on a live connection
 EXPECTED = {"23514": "refused", "57014": "cancelled", "40001": "serialization failure"}
 
@@ -218,6 +244,10 @@ def truth_query(with_value):
             " ORDER BY s.id")
 
 
+class Committed(Exception):
+    """occ.retry returned: its transaction committed"""
+
+
 class Phase:
     def __init__(self, name, seconds, levels):
         self.name, self.seconds, self.levels = name, seconds, levels
@@ -270,7 +300,15 @@ def client(c, phase):
                 lines.append((pick_product(rnd), pick_delta(rnd)))
             kept = {}
             stage, state = "body", None
+            retry = rnd.random() < RETRY_SHARE
             try:
+                if retry:
+                    # one line; the call is the transaction, and its commit
+                    product, delta = lines[0]
+                    kept[0] = lines[0]
+                    stage = "commit"
+                    conn.execute(RETRY_CALL, ("%s/0" % txn, txn, product, delta, level, "stock"))
+                    raise Committed()
                 conn.execute("BEGIN ISOLATION LEVEL " + level)
                 for j, (product, delta) in enumerate(lines):
                     if j == optional:
@@ -307,6 +345,8 @@ def client(c, phase):
                 stage = "commit"
                 conn.execute("COMMIT")
                 outcome = "ok"
+            except Committed:
+                outcome = "ok"
             except psycopg.Error as e:
                 state = e.sqlstate
                 if broken(conn):
@@ -322,7 +362,7 @@ def client(c, phase):
                         conn.close()
                         conn = None
             with lock:
-                phase.history.append((txn, level, kept, outcome, state))
+                phase.history.append((txn, level + (" in occ.retry" if retry else ""), kept, outcome, state))
             gate.leave()
     except Exception as e:  # noqa: BLE001 (reported, fails the run)
         violation("client %d: %r" % (c, e))
@@ -652,6 +692,8 @@ def main():
         if committed != final[int(key)] or down != 0 or up != 0 or n != 0:
             violation("product %s in occ.reservations: committed %d (want %d), in flight %d, %d, %d"
                       % (key, committed, final[int(key)], down, up, n))
+    queued, batched = conn.execute("SELECT coalesce(sum(queued), 0), coalesce(sum(batched), 0)"
+                                   " FROM occ.stats WHERE query LIKE '%INSERT INTO orders%'").fetchone()
     lsn = conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
     conn.close()
 
@@ -673,6 +715,40 @@ def main():
         if e.sqlstate != "25006":
             violation("occ.reserve on the standby: %s: %s (want 25006)" % (e.sqlstate, e))
         standby_error = str(e).splitlines()[0]
+
+    # failover: the standby, promoted, loads its rows from its tables, takes
+    # the hot product's whole stock and refuses one more
+    subprocess.run(["runuser", "-u", "postgres", "--", E["ESCROW_PG_CTL"], "-D", E["ESCROW_STANDBY_DATA"],
+                    "-w", "promote"], check=True, stdout=subprocess.DEVNULL)
+    give_up = time.monotonic() + 30
+    while sconn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+        if time.monotonic() > give_up:
+            stuck("the standby was not promoted within 30 s")
+        time.sleep(0.1)
+    for pid, value in sconn.execute("SELECT id, occ.reserved_value('stock', 'qty', id) FROM stock"):
+        if value != final[pid]:
+            violation("promoted standby, product %d: occ.reserved_value %d, the primary's %d" % (pid, value, final[pid]))
+    try:
+        sconn.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+        if final[1] > 0:
+            sconn.execute("SELECT occ.reserve('stock', 'qty', 1, %s::bigint)", (-final[1],))
+        sconn.execute("COMMIT")
+    except psycopg.Error as e:
+        violation("promoted standby: taking the hot product's %d: %s: %s" % (final[1], e.sqlstate, e))
+    try:
+        sconn.execute("SELECT occ.reserve('stock', 'qty', 1, -1)")
+        violation("promoted standby: a reservation of the hot product's stock, 0, was taken")
+    except psycopg.Error as e:
+        if e.sqlstate != "23514":
+            violation("promoted standby: a reservation beyond the stock: %s: %s (want 23514)" % (e.sqlstate, e))
+    give_up = time.monotonic() + 30
+    while sconn.execute("SELECT count(*) FROM occ.reservation_ledger").fetchone()[0] > 0:
+        if time.monotonic() > give_up:
+            stuck("the promoted standby's fold did not empty its ledger within 30 s")
+        time.sleep(0.1)
+    got = sconn.execute("SELECT qty, occ.reserved_value('stock', 'qty', 1) FROM stock WHERE id = 1").fetchone()
+    if got != (0, 0):
+        violation("promoted standby: the hot product's qty and occ.reserved_value are %r, not 0" % (got,))
     sconn.close()
 
     # the summary, and what must have happened
@@ -690,6 +766,11 @@ def main():
             violation("%s phase: %d serialization failures (40001) from transactions that touch only their own"
                       " rows and reservations" % (phase.name, t["serialization failures"]))
     st = tally(storm_phase)
+    say("occ.retry: %d calls in batch mode (since the last crash %d queued, %d committed in batches)"
+        % (sum(level.endswith("occ.retry") for phase in (storm_phase, quiet_phase)
+               for txn, level, kept, outcome, state in phase.history), queued, batched))
+    if batched == 0:
+        violation("no call of occ.retry committed in a batch")
     say("storm: %d cancels and %d terminations sent, %d SIGKILLs that crashed the server, %d immediate restarts;"
         " %d unknown outcomes turned out committed" % (counts["cancels sent"], counts["terminations sent"],
                                                          counts["SIGKILL crashes"], counts["restarts"],
@@ -700,7 +781,8 @@ def main():
         " %d optional lines refused and %d rolled back in savepoints"
         % (counts["samples"], counts["standby samples"], counts["standby conflicts"], counts["own values"],
            counts["rebuilds checked"], counts["pauses checked"], counts["refused in savepoints"], counts["savepoints rolled back"]))
-    say("final: %s, %d others %d in all; the standby agrees, and refuses occ.reserve: %s"
+    say("final: %s, %d others %d in all; the standby agrees, and refuses occ.reserve (%s);"
+        " promoted, it takes the hot product's stock and refuses more"
         % (", ".join("product %d = %d" % (p, final[p]) for p in range(1, 5)), len(COLD),
            sum(final[p] for p in COLD), standby_error))
     if st["cancelled"] < 10:
@@ -729,7 +811,7 @@ PY
 say() { echo "escrow: $*"; }
 say "seed $SEED"
 ESCROW_PRIMARY=$p/sock ESCROW_STANDBY=$s/sock ESCROW_DATA=$p/data ESCROW_LOG=$(cluster_log "$p") \
-ESCROW_PG_CTL=$CLUSTER_BINDIR/pg_ctl "$PYTHON" "$base/escrow.py" ||
+ESCROW_STANDBY_DATA=$s/data ESCROW_PG_CTL=$CLUSTER_BINDIR/pg_ctl "$PYTHON" "$base/escrow.py" ||
     { tail -n 30 "$(cluster_log "$p")" >&2; fail "see above (seed $SEED)"; }
 # nothing in the servers' logs that should not be there
 for l in "$(cluster_log "$p")" "$(cluster_log "$s")"; do
