@@ -332,6 +332,21 @@ SELECT occ.reserve('small', 'n', 2, 9223372036854775807);
 \echo :LAST_ERROR_SQLSTATE
 SELECT occ_escrow_folded('small', 32767 - 32768, 'SELECT sum(n) FROM small');
 SELECT * FROM small ORDER BY id;
+-- a guard that does not fire would let changes past the reservations: while
+-- it is disabled (or fires only in replica mode), reservations are refused
+ALTER TABLE small DISABLE TRIGGER occ_reservable_n;
+SELECT occ.reserve('small', 'n', 1, -1);
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE small ENABLE REPLICA TRIGGER occ_reservable_n;
+SELECT occ.reserve('small', 'n', 1, -1);
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE small ENABLE TRIGGER occ_reservable_n;
+ALTER TABLE small DISABLE TRIGGER occ_reservable_truncate;
+SELECT occ.reserve('small', 'n', 1, -1);
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE small ENABLE TRIGGER occ_reservable_truncate;
+SELECT occ.reserve('small', 'n', 1, -1);
+SELECT occ_escrow_folded('small', 32767 - 32768 - 1, 'SELECT sum(n) FROM small');
 -- an integer column, the same
 CREATE TABLE medium (id int PRIMARY KEY, n int NOT NULL);
 INSERT INTO medium VALUES (1, 2147483000);
