@@ -226,7 +226,10 @@ def connect(dsn, name, deadline_s=90):
     give_up = time.monotonic() + deadline_s
     while True:
         try:
-            return psycopg.connect(**dsn, application_name=name, autocommit=True, connect_timeout=10)
+            # the checks' statements end rather than hang
+            options = "-c statement_timeout=60s" if name == "escrow-check" else ""
+            return psycopg.connect(**dsn, application_name=name, autocommit=True, connect_timeout=10,
+                                   options=options)
         except psycopg.OperationalError:
             if time.monotonic() > give_up:
                 raise
@@ -470,6 +473,8 @@ def check_exact(what):
             if n != 0 or down != 0 or up != 0:
                 violation("after %s, product %s: %d reservations in flight (%d, %d), with the clients held back"
                           % (what, key, n, down, up))
+    except psycopg.errors.QueryCanceled:
+        stuck("at %s, the check of the values did not end within 60 s" % what)
     finally:
         conn.close()
 
@@ -638,7 +643,14 @@ def tally(phase):
     return t
 
 
+def watchdog():
+    """the whole run is bounded: a hang fails it, with what the server was doing"""
+    time.sleep(STORM_SECONDS + QUIET_SECONDS + 300)
+    stuck("still running after %d s" % (STORM_SECONDS + QUIET_SECONDS + 300))
+
+
 def main():
+    threading.Thread(target=watchdog, daemon=True).start()
     conn = connect(PRIMARY, "escrow-check")
     for pid, qty in conn.execute("SELECT id, qty FROM stock"):
         INITIAL[pid] = qty
