@@ -142,6 +142,8 @@ CLIENTS = int(E["CLIENTS"])
 STORM_SECONDS = float(E["STORM_SECONDS"])
 QUIET_SECONDS = float(E["QUIET_SECONDS"])
 KILL_EVERY = float(E["KILL_EVERY"])
+# pg_ctl as the clusters' owner (test/cluster.sh's cluster_as_owner)
+AS_OWNER = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
 SEED = int(E["SEED"])
 INITIAL = {}  # each product's qty before the workload
 COLD = []  # the products beyond the first four
@@ -542,7 +544,7 @@ def storm(phase):
                     conn.close()
                     conn = None
                     crash("pg_ctl restart -m immediate",
-                          lambda: subprocess.run(["runuser", "-u", "postgres", "--"] + pg_ctl + ["restart"],
+                          lambda: subprocess.run(AS_OWNER + pg_ctl + ["restart"],
                                                  check=True, stdout=subprocess.DEVNULL))
                     count("restarts")
                     restarted = True
@@ -740,8 +742,8 @@ def main():
 
     # failover: the standby, promoted, loads its rows from its tables, takes
     # the hot product's whole stock and refuses one more
-    subprocess.run(["runuser", "-u", "postgres", "--", E["ESCROW_PG_CTL"], "-D", E["ESCROW_STANDBY_DATA"],
-                    "-w", "promote"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(AS_OWNER + [E["ESCROW_PG_CTL"], "-D", E["ESCROW_STANDBY_DATA"], "-w", "promote"],
+                   check=True, stdout=subprocess.DEVNULL)
     give_up = time.monotonic() + 30
     while sconn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
         if time.monotonic() > give_up:
