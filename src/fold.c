@@ -314,7 +314,7 @@ occ_fold_rows(Oid relid, const char *col, SPITupleTable *sums, uint64 n)
 
 /*
  * occ_fold_one: fold the ledger rows of (relid, col) in one transaction;
- * those of a table dropped since are dropped with it
+ * those of a table or column dropped since are dropped with it
  */
 static void
 occ_fold_one(Oid relid, const char *col)
@@ -337,6 +337,9 @@ occ_fold_one(Oid relid, const char *col)
 	occ_fold_sql("SET LOCAL search_path = pg_catalog, pg_temp", 0, NULL, NULL, SPI_OK_UTILITY);
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		occ_fold_sql("DELETE FROM occ.reservation_ledger WHERE rel = $1", 1, types, values,
+					 SPI_OK_DELETE);
+	else if (get_attnum(relid, col) == InvalidAttrNumber)
+		occ_fold_sql("DELETE FROM occ.reservation_ledger WHERE rel = $1 AND col = $2", 2, types, values,
 					 SPI_OK_DELETE);
 	else
 	{
