@@ -55,6 +55,7 @@
 #include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/relcache.h"
+#include "utils/reltrigger.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -604,6 +605,9 @@ typedef struct OccReservable
 
 extern bool occ_folding;
 extern const OccReservable *occ_reservable_get(Relation rel, const char *colname);
+extern bool occ_reservable_is_guard(const Trigger *trigger, const char *colname);
+extern bool occ_reservable_declared(Relation rel, const char *colname);
+extern void occ_reservable_describe(Relation rel, AttrNumber attnum, OccReservable *decl);
 extern void occ_reservable_require_args(FunctionCallInfo fcinfo, int nargs, const char *fname);
 extern bool occ_reservable_may(Oid relid, AttrNumber attnum, AclMode mode);
 extern void occ_reservable_check_access(Relation rel, const OccReservable *decl, bool write);

@@ -5,10 +5,10 @@
  *		reservation of one needs to know about its table (its bounds, its
  *		primary key).
  *
- * occ.make_reservable(rel, col) declares an integer column of a table with a
- * one-column primary key reservable: from then on, it changes only by
- * reservations (occ.reserve, escrow.c), applied to the row by the fold
- * (fold.c).  The declaration is a trigger, occ.reservable_guard(col), BEFORE
+ * occ.make_reservable(rel, col) (declare.c) declares an integer column of
+ * a table with a one-column primary key reservable: from then on, it
+ * changes only by reservations (occ.reserve, escrow.c), applied to the row
+ * by the fold (fold.c).  The declaration is a trigger, occ.reservable_guard(col), BEFORE
  * UPDATE OF the column and the key OR DELETE, with a statement trigger BEFORE
  * TRUNCATE: it refuses every other change of the column, key or row (which
  * would move the value under the reservations in flight), except the fold's
@@ -35,7 +35,6 @@
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
-#include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -54,13 +53,7 @@
 #include "compat.h"
 #include "pg_occ.h"
 
-PG_FUNCTION_INFO_V1(occ_make_reservable);
-PG_FUNCTION_INFO_V1(occ_drop_reservable);
 PG_FUNCTION_INFO_V1(occ_reservable_guard);
-
-/* the name of a column's guard trigger, and of the table's TRUNCATE guard */
-#define OCC_GUARD_PREFIX "occ_reservable_"
-#define OCC_TRUNCATE_GUARD "occ_reservable_truncate"
 
 /* this backend's declarations, by (table, column) */
 typedef struct OccReservableKey
@@ -95,9 +88,12 @@ occ_rsv_invalidate(Datum arg, Oid relid)
 			hash_search(occ_reservables, &entry->key, HASH_REMOVE, NULL);
 }
 
-/* occ_rsv_is_guard: is trigger the guard of column colname? */
-static bool
-occ_rsv_is_guard(const Trigger *trigger, const char *colname)
+/*
+ * occ_reservable_is_guard: is trigger a guard, of column colname (any
+ * column's or the TRUNCATE guard when colname is NULL)?
+ */
+bool
+occ_reservable_is_guard(const Trigger *trigger, const char *colname)
 {
 	Oid			nsp = get_func_namespace(trigger->tgfoid);
 	char	   *fname = get_func_name(trigger->tgfoid);
@@ -111,11 +107,11 @@ occ_rsv_is_guard(const Trigger *trigger, const char *colname)
 }
 
 /*
- * occ_rsv_check_triggers: is the column declared (its guard is there), and
- * no other row trigger would fire on the fold's UPDATE?
+ * occ_reservable_declared: is the column declared (its guard is there, and
+ * fires), and no other row trigger would fire on the fold's UPDATE?
  */
-static bool
-occ_rsv_check_triggers(Relation rel, const char *colname)
+bool
+occ_reservable_declared(Relation rel, const char *colname)
 {
 	TriggerDesc *td = rel->trigdesc;
 	bool		declared = false;
@@ -124,9 +120,9 @@ occ_rsv_check_triggers(Relation rel, const char *colname)
 	{
 		Trigger    *t = &td->triggers[i];
 
-		if (occ_rsv_is_guard(t, NULL))
+		if (occ_reservable_is_guard(t, NULL))
 		{
-			bool		ours = occ_rsv_is_guard(t, colname) || t->tgnargs == 0;
+			bool		ours = occ_reservable_is_guard(t, colname) || t->tgnargs == 0;
 
 			/* a guard that does not fire lets changes past the reservations */
 			if (ours && t->tgenabled != TRIGGER_FIRES_ON_ORIGIN && t->tgenabled != TRIGGER_FIRES_ALWAYS)
@@ -135,7 +131,7 @@ occ_rsv_check_triggers(Relation rel, const char *colname)
 						 errmsg("trigger \"%s\" of \"%s\" is disabled: its reservable column is not guarded",
 								t->tgname, RelationGetRelationName(rel)),
 						 errhint("ALTER TABLE ... ENABLE TRIGGER %s; or occ.drop_reservable().", t->tgname)));
-			declared |= occ_rsv_is_guard(t, colname);
+			declared |= occ_reservable_is_guard(t, colname);
 			continue;
 		}
 		if (t->tgisinternal || t->tgenabled == TRIGGER_DISABLED ||
@@ -278,11 +274,11 @@ occ_rsv_bounds(Relation rel, OccReservable *decl)
 }
 
 /*
- * occ_rsv_describe: what a reservation of column attnum of rel needs,
- * checking what occ.make_reservable requires (errors otherwise)
+ * occ_reservable_describe: what a reservation of column attnum of rel
+ * needs, checking what occ.make_reservable requires (errors otherwise)
  */
-static void
-occ_rsv_describe(Relation rel, AttrNumber attnum, OccReservable *decl)
+void
+occ_reservable_describe(Relation rel, AttrNumber attnum, OccReservable *decl)
 {
 	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
 	Oid			pkindex;
@@ -413,7 +409,7 @@ occ_reservable_get(Relation rel, const char *colname)
 	entry = hash_search(occ_reservables, &key, HASH_FIND, NULL);
 	if (entry != NULL)
 		return &entry->decl;
-	if (!occ_rsv_check_triggers(rel, colname))
+	if (!occ_reservable_declared(rel, colname))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("column \"%s\" of \"%s\" is not reservable", colname, RelationGetRelationName(rel)),
@@ -422,7 +418,7 @@ occ_reservable_get(Relation rel, const char *colname)
 	{
 		OccReservable decl;
 
-		occ_rsv_describe(rel, key.attnum, &decl);
+		occ_reservable_describe(rel, key.attnum, &decl);
 		entry = hash_search(occ_reservables, &key, HASH_ENTER, &found);
 		entry->decl = decl;
 	}
@@ -461,40 +457,6 @@ occ_reservable_check_access(Relation rel, const OccReservable *decl, bool write)
 						RelationGetRelationName(rel))));
 }
 
-/* occ_rsv_owned: error unless the current role owns rel */
-static void
-occ_rsv_owned(Relation rel)
-{
-	if (!occ_class_ownercheck(RelationGetRelid(rel), GetUserId()))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("must be owner of table %s", RelationGetRelationName(rel)),
-				 errhint("Only the table's owner declares a column reservable or not.")));
-}
-
-/* occ_rsv_colname: the column's name, checked for length */
-static const char *
-occ_rsv_colname(Relation rel, Name col)
-{
-	if (strlen(NameStr(*col)) > NAMEDATALEN - 1 - strlen(OCC_GUARD_PREFIX))
-		ereport(ERROR,
-				(errcode(ERRCODE_NAME_TOO_LONG),
-				 errmsg("column name \"%s\" is too long for a reservable column", NameStr(*col)),
-				 errhint("A reservable column's name has at most %d bytes: its guard trigger is named after it.",
-						 (int) (NAMEDATALEN - 1 - strlen(OCC_GUARD_PREFIX)))));
-	return NameStr(*col);
-}
-
-/* occ_rsv_run: run a utility statement through SPI */
-static void
-occ_rsv_run(const char *sql)
-{
-	SPI_connect();
-	if (SPI_execute(sql, false, 0) < 0)
-		elog(ERROR, "SPI_execute failed: %s", sql);
-	SPI_finish();
-}
-
 /*
  * occ_reservable_require_args: a NULL argument is an error (a reservation
  * that silently did nothing would be a falsehood)
@@ -509,91 +471,6 @@ occ_reservable_require_args(FunctionCallInfo fcinfo, int nargs, const char *fnam
 					 errmsg("the arguments of %s must not be null", fname),
 					 errhint("Give the table, the column, the row's key%s.",
 							 nargs == 4 ? " and the change" : "")));
-}
-
-/* occ.make_reservable(rel regclass, col name): declare col reservable */
-Datum
-occ_make_reservable(PG_FUNCTION_ARGS)
-{
-	Oid			relid;
-	Relation	rel;
-	const char *colname;
-	AttrNumber	attnum;
-	OccReservable decl;
-	char	   *qrel;
-	bool		truncate_guard = false;
-
-	occ_reservable_require_args(fcinfo, 2, "occ.make_reservable()");
-	relid = PG_GETARG_OID(0);
-	rel = table_open(relid, ShareRowExclusiveLock);
-	colname = occ_rsv_colname(rel, PG_GETARG_NAME(1));
-	attnum = get_attnum(relid, colname);
-	occ_rsv_owned(rel);
-	if (attnum <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of relation \"%s\" does not exist",
-						colname, RelationGetRelationName(rel))));
-	if (occ_rsv_check_triggers(rel, colname))
-		ereport(ERROR,
-				(errcode(ERRCODE_DUPLICATE_OBJECT),
-				 errmsg("column \"%s\" of \"%s\" is already reservable", colname, RelationGetRelationName(rel))));
-	occ_rsv_describe(rel, attnum, &decl);
-	/* an entry loaded before an earlier drop_reservable is out of date */
-	occ_escrow_forget(relid, attnum);
-	for (int i = 0; rel->trigdesc != NULL && i < rel->trigdesc->numtriggers; i++)
-		truncate_guard |= strcmp(rel->trigdesc->triggers[i].tgname, OCC_TRUNCATE_GUARD) == 0;
-	qrel = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-									  RelationGetRelationName(rel));
-	occ_rsv_run(psprintf("CREATE TRIGGER %s BEFORE UPDATE OF %s, %s OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION occ.reservable_guard(%s)",
-						 quote_identifier(psprintf(OCC_GUARD_PREFIX "%s", colname)),
-						 quote_identifier(colname),
-						 quote_identifier(get_attname(relid, decl.pkattnum, false)),
-						 qrel, quote_literal_cstr(colname)));
-	if (!truncate_guard)
-		occ_rsv_run(psprintf("CREATE TRIGGER " OCC_TRUNCATE_GUARD " BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION occ.reservable_guard()",
-							 qrel));
-	table_close(rel, NoLock);
-	PG_RETURN_VOID();
-}
-
-/*
- * occ.drop_reservable(rel regclass, col name): col is an ordinary column
- * again.  The table's lock waits for the transactions with reservations in
- * flight; those committed are applied by the fold all the same.
- */
-Datum
-occ_drop_reservable(PG_FUNCTION_ARGS)
-{
-	Oid			relid;
-	Relation	rel;
-	const char *colname;
-	char	   *qrel;
-	int			others = 0;
-
-	occ_reservable_require_args(fcinfo, 2, "occ.drop_reservable()");
-	relid = PG_GETARG_OID(0);
-	rel = table_open(relid, ShareRowExclusiveLock);
-	colname = occ_rsv_colname(rel, PG_GETARG_NAME(1));
-	occ_rsv_owned(rel);
-	if (!occ_rsv_check_triggers(rel, colname))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("column \"%s\" of \"%s\" is not reservable", colname, RelationGetRelationName(rel))));
-	/* the other columns' guards: row triggers (the TRUNCATE guard is not one) */
-	for (int i = 0; i < rel->trigdesc->numtriggers; i++)
-		others += occ_rsv_is_guard(&rel->trigdesc->triggers[i], NULL) &&
-			TRIGGER_FOR_ROW(rel->trigdesc->triggers[i].tgtype) &&
-			!occ_rsv_is_guard(&rel->trigdesc->triggers[i], colname);
-	qrel = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-									  RelationGetRelationName(rel));
-	occ_rsv_run(psprintf("DROP TRIGGER %s ON %s",
-						 quote_identifier(psprintf(OCC_GUARD_PREFIX "%s", colname)), qrel));
-	if (others == 0)
-		occ_rsv_run(psprintf("DROP TRIGGER IF EXISTS " OCC_TRUNCATE_GUARD " ON %s", qrel));
-	occ_escrow_forget(relid, get_attnum(relid, colname));
-	table_close(rel, NoLock);
-	PG_RETURN_VOID();
 }
 
 /* occ_rsv_refuse: the guard's error */
