@@ -60,6 +60,14 @@ for outcome in "SELECT 1" "SELECT 1" "SELECT fail_until(2)"; do
         -c "$outcome" -c "COMMIT" >/dev/null 2>&1 || true
 done
 
+# pg_occ 0.5.0's reservable columns (occ.reservations): two reservations
+# taken and one refused on one row
+sql -c "CREATE TABLE exporter_stock (id int PRIMARY KEY, qty int NOT NULL CHECK (qty >= 0));
+        INSERT INTO exporter_stock VALUES (1, 5);
+        SELECT occ.make_reservable('exporter_stock', 'qty')" >/dev/null
+sql -c "SELECT occ.reserve('exporter_stock', 'qty', 1, -2)" -c "SELECT occ.reserve('exporter_stock', 'qty', 1, -3)" >/dev/null
+! sql -c "SELECT occ.reserve('exporter_stock', 'qty', 1, -1)" 2>/dev/null || fail "a reservation past the bound was taken"
+
 # pg_occ 0.3.0's retry budget.  A small storm, in a session of its own (a
 # budget of 1 token that nothing refills, and a body that keeps failing), so
 # that refusals and the storm's start are not 0; then the budget on for the

@@ -10,10 +10,13 @@
 #   - the calls that exporter.sh made in its database give the exact numbers
 #     it expects (EXPECT_* below);
 #   - the metric types are right (counter, gauge, histogram), labels are
-#     only server, datname, rolname (and le), and no label value holds a
+#     only server, datname, rolname (and le; rel and col for the reservable
+#     columns), and no label value holds a
 #     body's text;
 #   - occ.key_stats the same way, per (datname, rolname), and the 3
 #     transactions with SET LOCAL occ.key that exporter.sh made;
+#   - occ.reservations (pg_occ 0.5.0) per (datname, rel, col), and the
+#     reservations that exporter.sh made (2 taken, 1 refused);
 #   - occ.stats_info: dealloc and stats_reset; the retry budget columns
 #     (pg_occ 0.3.0) when the installed occ.stats_info has them, else no
 #     pg_occ_budget series at all (said loudly);
@@ -195,11 +198,13 @@ check(f"{db}: _count {want[-1]}, _sum {expected['attempts']}", got == (want[-1],
 print(f"exporter: {db}: {expected}, buckets {[int(b) for b in buckets]}: as made"
       + (f" (with the storm: {s_attempts} attempts, gave up)" if storm else ""))
 
-# --- labels: only server, datname, rolname, le; no body text ---------------------
+# --- labels: only server, datname, rolname, le (rel, col for reservations); no body text
 for name, labels, _ in occ:
     allowed = {"server", "datname", "rolname"} | ({"le"} if name.endswith("_bucket") else set())
     if name.startswith(("pg_occ_stats_info_", "pg_occ_budget_")):
         allowed = {"server"}
+    if name.startswith("pg_occ_reservations_"):
+        allowed = {"server", "datname", "rel", "col"}
     check(f"{name}: labels {sorted(labels)} within {sorted(allowed)}", set(labels) <= allowed, labels)
     for v in labels.values():
         check(f"{name}: no label holds a body's text ({v!r})",
@@ -237,6 +242,25 @@ else:
           not [s for s in occ if s[0].startswith("pg_occ_budget_")], [s for s in occ if s[0].startswith("pg_occ_budget_")])
     print("exporter: *** the installed occ.stats_info has no budget columns (budget_tokens, budget_refusals,"
           " last_storm): pg_occ_budget_* not checked ***")
+
+# --- occ.reservations (pg_occ 0.5.0), per (datname, rel, col) --------------------
+res = conn.execute("""
+    SELECT current_database(), rel::text, col::text, count(*), sum(in_flight), sum(reservations), sum(refusals),
+           sum(waits)
+      FROM occ.reservations GROUP BY 1, 2, 3""").fetchall()
+for name in ["reservations", "refusals", "waits"]:
+    check(f"pg_occ_reservations_{name}_total is a counter", types.get(f"pg_occ_reservations_{name}_total") == "counter")
+for name in ["rows", "in_flight"]:
+    check(f"pg_occ_reservations_{name} is a gauge", types.get(f"pg_occ_reservations_{name}") == "gauge")
+for datname, rel, col, *nums in res:
+    lab = {"datname": datname, "rel": rel, "col": col}
+    for name, expected in zip(["rows", "in_flight", "reservations_total", "refusals_total", "waits_total"], nums):
+        got = value(f"pg_occ_reservations_{name}", **lab)
+        check(f"{lab}: pg_occ_reservations_{name} = {expected}", close(got, expected), got)
+got = tuple(value(f"pg_occ_reservations_{name}", datname=db, rel="exporter_stock", col="qty")
+            for name in ["rows", "in_flight", "reservations_total", "refusals_total"])
+check(f"{db}: exporter_stock.qty: 1 row, none in flight, 2 reservations, 1 refusal", got == (1, 0, 2, 1), got)
+print(f"exporter: pg_occ_reservations_* equal occ.reservations for {len(res)} columns")
 
 check("the exporter loaded the queries file", value("pg_exporter_user_queries_load_error") == 0)
 check("the exporter reported no scrape error", value("pg_exporter_last_scrape_error") == 0)
