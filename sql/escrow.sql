@@ -540,6 +540,12 @@ SELECT occ.reserve('wallet', 'cents', 1, -100);
 \echo :LAST_ERROR_SQLSTATE
 SELECT occ.reserved_value('wallet', 'cents', 1);
 \echo :LAST_ERROR_SQLSTATE
+-- nor does such a role learn whether a column is reservable: an ordinary
+-- column, or one that does not exist, is refused the same way (42501)
+SELECT occ.reserve('wallet', 'owner_note', 1, -100);
+\echo :LAST_ERROR_SQLSTATE
+SELECT occ.reserved_value('wallet', 'no_such_column', 1);
+\echo :LAST_ERROR_SQLSTATE
 -- UPDATE on the column but no SELECT: refused, as UPDATE ... SET c = c + d would be
 SET ROLE occ_escrow_update;
 SELECT occ.reserve('wallet', 'cents', 1, -100);

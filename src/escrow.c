@@ -664,6 +664,7 @@ occ_reserve(PG_FUNCTION_ARGS)
 	PreventCommandIfParallelMode("occ.reserve()");
 	PreventCommandDuringRecovery("occ.reserve()");
 	rel = table_open(PG_GETARG_OID(0), RowExclusiveLock);
+	occ_reservable_check_any(rel, true);
 	decl = occ_reservable_get(rel, NameStr(*PG_GETARG_NAME(1)));
 	occ_reservable_check_access(rel, decl, true);
 	delta = PG_GETARG_INT64(3);
@@ -725,6 +726,7 @@ occ_reserved_value(PG_FUNCTION_ARGS)
 
 	occ_reservable_require_args(fcinfo, 3, "occ.reserved_value()");
 	rel = table_open(PG_GETARG_OID(0), AccessShareLock);
+	occ_reservable_check_any(rel, false);
 	decl = occ_reservable_get(rel, NameStr(*PG_GETARG_NAME(1)));
 	occ_reservable_check_access(rel, decl, false);
 	key = occ_escrow_key(fcinfo, 2, decl, &tag);

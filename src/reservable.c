@@ -434,6 +434,28 @@ occ_reservable_may(Oid relid, AttrNumber attnum, AclMode mode)
 }
 
 /*
+ * occ_reservable_check_any: may the current role read (write: and change)
+ * rel at all?  Checked before anything of its declaration is looked up, so
+ * that a role without a privilege on the table learns nothing of it (is a
+ * column reservable, the names of its constraints).
+ */
+void
+occ_reservable_check_any(Relation rel, bool write)
+{
+	Oid			relid = RelationGetRelid(rel);
+	Oid			role = GetUserId();
+
+	if ((pg_class_aclcheck(relid, role, ACL_SELECT) != ACLCHECK_OK &&
+		 pg_attribute_aclcheck_all(relid, role, ACL_SELECT, ACLMASK_ANY) != ACLCHECK_OK) ||
+		(write && pg_class_aclcheck(relid, role, ACL_UPDATE) != ACLCHECK_OK &&
+		 pg_attribute_aclcheck_all(relid, role, ACL_UPDATE, ACLMASK_ANY) != ACLCHECK_OK))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", RelationGetRelationName(rel)),
+				 errhint("A reservation needs UPDATE and SELECT on the column and SELECT on the primary key, as UPDATE ... SET c = c + d WHERE pk = ... would.")));
+}
+
+/*
  * occ_reservable_check_access: may the current role change (and read) the
  * column?  As UPDATE t SET c = c + d WHERE pk = k would need: UPDATE and
  * SELECT on c, SELECT on pk.
