@@ -7,6 +7,9 @@
 #     pg_restore --exit-on-error, as it is, into a new database of a fresh
 #     cluster: the extension (owned by them, with its comment), a procedure
 #     that calls occ.retry and a view over occ.stats all work;
+#   - a reservation committed and not folded yet (a ledger row) is in the
+#     dump and restored: the restored value counts it, and it is folded;
+#     the owner may not add a ledger row for another role's table;
 #   - the owner may call occ.gate and grant it to another role (the
 #     extension's functions belong to the bootstrap superuser), and the
 #     GRANT is restored with the dump;
@@ -15,8 +18,9 @@
 #     created pg_occ before the restore (here in template1), the dump's
 #     COMMENT ON EXTENSION is for them only, and so is the owner's GRANT
 #     on occ.gate (the owner has no grant option on a superuser's
-#     extension).  The README's list (pg_restore -L) leaves them out, and a
-#     superuser gives the GRANTs again.
+#     extension), and so is the ledger's data.  The README's list
+#     (pg_restore -L) leaves them out, and a superuser gives the GRANTs
+#     again and restores the ledger.
 # Uses PG_CONFIG (default: pg_config on the PATH); pg_occ must be installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,7 +63,19 @@ SELECT occ.gate('account:1');
 SELECT occ.gate(ARRAY['account:1', 'account:2']);
 COMMIT;
 GRANT EXECUTE ON FUNCTION occ.gate(text) TO monitor;
+-- a reservable column whose ledger holds a reservation not folded yet (put
+-- there by hand, as the owner may: no reservation has started the fold)
+CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL CHECK (qty >= 0));
+INSERT INTO stock VALUES (1, 10);
+SELECT occ.make_reservable('stock', 'qty');
+INSERT INTO occ.reservation_ledger VALUES ('stock', 'qty', '1', -3);
 SQL
+# but not for a table that is not the owner's to change
+cluster_psql "$old" -d app -c "CREATE TABLE other_stock (id int PRIMARY KEY, qty int NOT NULL)"
+out=$(cluster_psql "$old" -U app_owner -d app -c "INSERT INTO occ.reservation_ledger VALUES ('other_stock', 'qty', '1', 5)" 2>&1) &&
+    fail "the owner of the database added a ledger row for another role's table"
+grep -q "permission denied to add a reservation" <<<"$out" || fail "a ledger row for another role's table: $out"
+cluster_psql "$old" -d app -c "DROP TABLE other_stock"
 cluster_psql "$old" -U monitor -d app -c "SELECT occ.gate('account:1')" >/dev/null ||
     fail "monitor cannot call occ.gate after the owner's GRANT"
 [ "$(cluster_psql "$old" -U app_owner -d app -c "SELECT calls FROM transfer_calls")" = 1 ] ||
@@ -69,6 +85,14 @@ pg_dump_app() { "$CLUSTER_BINDIR/pg_dump" -h "$old/sock" -p 5432 -U app_owner -F
 pg_dump_app "$base/app.dump"
 cluster_psql "$old" -d app -c "GRANT EXECUTE ON FUNCTION occ.stats_reset() TO monitor"
 pg_dump_app "$base/granted.dump"
+
+# restore_ledger DB DUMP: the ledger's rows, which the README's list leaves
+# to a superuser (where a superuser's extension is the owner's, only they
+# may write the ledger)
+restore_ledger() {
+    "$CLUSTER_BINDIR/pg_restore" -l "$2" | grep ' TABLE DATA occ reservation_ledger' >"$base/ledger.list"
+    "$CLUSTER_BINDIR/pg_restore" -h "$new/sock" -p 5432 -U postgres -d "$1" --exit-on-error -L "$base/ledger.list" "$2"
+}
 
 # restore_as_owner DB DUMP [LIST]: pg_restore as app_owner into a new DB
 restore_as_owner() {
@@ -90,6 +114,20 @@ check() {
     got=$(cluster_psql "$new" -d "$db" -c "SELECT extowner::regrole, extversion, obj_description(oid, 'pg_extension') IS NOT NULL
                                              FROM pg_extension WHERE extname = 'pg_occ'")
     [ "$got" = "$owner|$version|t" ] || fail "$db: the extension (owner, version, has a comment): $got"
+    check_stock "$db"
+}
+# check_stock DB: the restored ledger's reservation counts, and is folded
+# (the load of the row starts the fold)
+check_stock() {
+    local got
+    got=$(cluster_psql "$new" -U app_owner -d "$1" -c "SELECT occ.reserved_value('stock', 'qty', 1)")
+    [ "$got" = 7 ] || fail "$1: the reserved value of the restored stock: $got, not 10 - 3"
+    for _ in $(seq 100); do
+        got=$(cluster_psql "$new" -U app_owner -d "$1" -c "SELECT qty FROM stock WHERE id = 1")
+        [ "$got" = 7 ] && return
+        sleep 0.1
+    done
+    fail "$1: the restored ledger row was not folded: qty $got"
 }
 # monitor_gates DB: monitor may take a gate there
 monitor_gates() {
@@ -101,9 +139,9 @@ monitor_gates() {
 # occ.gate, and the extension's comment
 "$CLUSTER_BINDIR/pg_restore" -l "$base/granted.dump" |
     sed -e '/ ACL occ FUNCTION stats_reset()/s/^/;/' -e '/ ACL occ FUNCTION gate(/s/^/;/' \
-        -e '/ COMMENT - EXTENSION pg_occ/s/^/;/' >"$base/app.list"
-[ "$(grep -c '^;.* \(ACL occ FUNCTION stats_reset()\|ACL occ FUNCTION gate(\|COMMENT - EXTENSION pg_occ\)' "$base/app.list")" = 3 ] ||
-    fail "the README's list does not leave out the GRANTs and the comment: $(cat "$base/app.list")"
+        -e '/ COMMENT - EXTENSION pg_occ/s/^/;/' -e '/ TABLE DATA occ reservation_ledger/s/^/;/' >"$base/app.list"
+[ "$(grep -c '^;.* \(ACL occ FUNCTION stats_reset()\|ACL occ FUNCTION gate(\|COMMENT - EXTENSION pg_occ\|TABLE DATA occ reservation_ledger\)' "$base/app.list")" = 4 ] ||
+    fail "the README's list does not leave out the GRANTs, the comment and the ledger: $(cat "$base/app.list")"
 
 # a dump as made: the owner restores it alone, as it is
 restore_as_owner app "$base/app.dump"
@@ -116,6 +154,7 @@ echo "restore: the database's owner restored its dump alone, the GRANT on occ.ga
 out=$(restore_as_owner app_acl "$base/granted.dump" 2>&1) && fail "the owner restored a superuser's GRANT"
 grep -q "permission denied for function stats_reset" <<<"$out" || fail "restoring the GRANT: $out"
 restore_as_owner app_granted "$base/granted.dump" "$base/app.list"
+restore_ledger app_granted "$base/granted.dump"
 check app_granted app_owner
 cluster_psql "$new" -d app_granted -c "GRANT EXECUTE ON FUNCTION occ.stats_reset(), occ.gate(text) TO monitor"
 cluster_psql "$new" -U monitor -d app_granted -c "SELECT occ.stats_reset()" >/dev/null
@@ -129,6 +168,7 @@ cluster_psql "$new" -d template1 -c "CREATE EXTENSION pg_occ"
 out=$(restore_as_owner app_pre "$base/app.dump" 2>&1) && fail "the owner commented on a superuser's extension"
 grep -q "must be owner of extension pg_occ" <<<"$out" || fail "restoring the comment: $out"
 restore_as_owner app_pre2 "$base/granted.dump" "$base/app.list"
+restore_ledger app_pre2 "$base/granted.dump"
 check app_pre2 postgres
 echo "restore: into a database where a superuser created pg_occ, with the README's list"
 
