@@ -81,9 +81,12 @@ CREATE EXTENSION pg_occ;
 SELECT extversion, extnamespace::regnamespace AS extnamespace FROM pg_extension WHERE extname = 'pg_occ';
 CREATE TEMP TABLE fresh AS SELECT * FROM occ_catalog;
 SELECT member FROM fresh ORDER BY member COLLATE "C";
--- 0.5.0's ledger: a plain table that only its owner may read or write,
--- dumped with the extension (its configuration table)
-SELECT relkind, columns, relacl, relation_owned_by_extowner, dependencies
+-- 0.5.0's ledger: a plain table on which PUBLIC has no privilege (its
+-- owner and the extension's have), dumped with the extension (its
+-- configuration table)
+SELECT relkind, columns,
+       (SELECT count(*) FROM aclexplode(relacl::aclitem[]) WHERE grantee = 0) AS public_privileges,
+       relation_owned_by_extowner, dependencies
   FROM fresh WHERE member = 'table occ.reservation_ledger';
 SELECT extension FROM fresh WHERE member = 'extension pg_occ';
 -- every member has a comment
