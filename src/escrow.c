@@ -242,13 +242,15 @@ occ_escrow_ledger(LOCKMODE mode)
 {
 	Oid			nsp = get_namespace_oid("occ", false);
 	Oid			relid = get_relname_relid("reservation_ledger", nsp);
+	/* try_: dropped between the lookup and the lock, it is missing too */
+	Relation	ledger = OidIsValid(relid) ? try_table_open(relid, mode) : NULL;
 
-	if (!OidIsValid(relid))
+	if (ledger == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("pg_occ's ledger, occ.reservation_ledger, does not exist"),
 				 errhint("ALTER EXTENSION pg_occ UPDATE.")));
-	return table_open(relid, mode);
+	return ledger;
 }
 
 /* occ_escrow_value: a column's Datum as int64 */

@@ -53,7 +53,6 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
-#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -259,39 +258,39 @@ occ_fold_sql(const char *sql, int nargs, Oid *types, Datum *values, int rc)
 }
 
 /*
- * occ_fold_rows: add each key's sum to its row, as the table's owner; error
- * (the fold rolls back) if a row is missing
+ * occ_fold_rows: add each key's sum to its row of rel (locked), as the
+ * table's owner; error (the fold rolls back) if a row is missing
  */
 static void
-occ_fold_rows(Oid relid, const char *col, SPITupleTable *sums, uint64 n)
+occ_fold_rows(Relation rel, const char *col, SPITupleTable *sums, uint64 n)
 {
-	Oid			owner;
+	Oid			relid = RelationGetRelid(rel);
 	Oid			save_user;
 	int			save_sec;
-	HeapTuple	classtup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			pkindex = occ_primary_key_index(rel);
+	Relation	idx;
 	AttrNumber	pkatt;
 	char	   *sql;
 	Oid			types[2] = {TEXTOID, INT8OID};
 	SPIPlanPtr	plan;
 
-	owner = ((Form_pg_class) GETSTRUCT(classtup))->relowner;
-	ReleaseSysCache(classtup);
-	{
-		Relation	rel = table_open(relid, RowExclusiveLock);
-		Relation	idx = index_open(occ_primary_key_index(rel), AccessShareLock);
-
-		pkatt = idx->rd_index->indkey.values[0];
-		index_close(idx, AccessShareLock);
-		table_close(rel, NoLock);
-	}
+	if (!OidIsValid(pkindex))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pg_occ fold: table \"%s\" has no primary key", RelationGetRelationName(rel)),
+				 errhint("Its reservations stay in occ.reservation_ledger until its primary key is back.")));
+	idx = index_open(pkindex, AccessShareLock);
+	pkatt = idx->rd_index->indkey.values[0];
+	index_close(idx, AccessShareLock);
 	sql = psprintf("UPDATE %s SET %s = %s + $2 WHERE %s = $1::%s",
-				   quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-											  get_rel_name(relid)),
+				   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+											  RelationGetRelationName(rel)),
 				   quote_identifier(col), quote_identifier(col),
 				   quote_identifier(get_attname(relid, pkatt, false)),
 				   format_type_be_qualified(get_atttype(relid, pkatt)));
 	GetUserIdAndSecContext(&save_user, &save_sec);
-	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	SetUserIdAndSecContext(rel->rd_rel->relowner,
+						   save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 	plan = SPI_prepare(sql, 2, types);
 	occ_folding = true;
 	for (uint64 i = 0; i < n; i++)
@@ -305,7 +304,7 @@ occ_fold_rows(Oid relid, const char *col, SPITupleTable *sums, uint64 n)
 			ereport(ERROR,
 					(errcode(ERRCODE_NO_DATA_FOUND),
 					 errmsg("pg_occ fold: no row of \"%s\" has the key %s",
-							get_rel_name(relid), TextDatumGetCString(values[0])),
+							RelationGetRelationName(rel), TextDatumGetCString(values[0])),
 					 errhint("Reservations of a row that has gone stay in occ.reservation_ledger.")));
 	}
 	occ_folding = false;
@@ -321,6 +320,7 @@ occ_fold_one(Oid relid, const char *col)
 {
 	Oid			types[2] = {OIDOID, NAMEOID};
 	Datum		values[2];
+	Relation	rel;
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = DirectFunctionCall1(namein, CStringGetDatum(col));
@@ -335,7 +335,14 @@ occ_fold_one(Oid relid, const char *col)
 	/* wait little for a row's lock; resolve names in pg_catalog only */
 	occ_fold_sql("SET LOCAL lock_timeout = '100ms'", 0, NULL, NULL, SPI_OK_UTILITY);
 	occ_fold_sql("SET LOCAL search_path = pg_catalog, pg_temp", 0, NULL, NULL, SPI_OK_UTILITY);
-	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+
+	/*
+	 * The table's lock before anything else: a table or column that exists
+	 * now (the lock brought the catalog's latest changes) stays until the
+	 * fold commits.
+	 */
+	rel = try_table_open(relid, RowExclusiveLock);
+	if (rel == NULL)
 		occ_fold_sql("DELETE FROM occ.reservation_ledger WHERE rel = $1", 1, types, values,
 					 SPI_OK_DELETE);
 	else if (get_attnum(relid, col) == InvalidAttrNumber)
@@ -348,8 +355,10 @@ occ_fold_one(Oid relid, const char *col)
 					 " SELECT key, sum(delta)::bigint FROM d GROUP BY key ORDER BY key",
 					 2, types, values, SPI_OK_SELECT);
 		if (SPI_processed > 0)
-			occ_fold_rows(relid, col, SPI_tuptable, SPI_processed);
+			occ_fold_rows(rel, col, SPI_tuptable, SPI_processed);
 	}
+	if (rel != NULL)
+		table_close(rel, NoLock);
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
