@@ -35,7 +35,9 @@
 #       (skipped in the roots, which have no node), PgBouncer in transaction
 #       pooling, and prometheus-postgres-exporter with sql/pg_occ_prometheus.yaml,
 #     - the benchmark's quick mode (test/bench/run.sh --quick), which checks
-#       the pgbench scripts and the lost-update invariant, not speed;
+#       the pgbench scripts and the lost-update invariant, not speed,
+#     - then the server's log: no crash that no test made (SIGSEGV, SIGABRT,
+#       PANIC; the tests kill with SIGKILL only);
 #   in a cluster that does not preload it, the not_preloaded test; the
 #   packaging checks (test/packaging.sh: META.json, out-of-tree build) and
 #   the source checks (test/source.sh: nothing called under spinlocks,
@@ -84,8 +86,27 @@ show_diffs() {
     done >&2
 }
 
-# in_cluster: everything that needs the preloading server (PG* set by pg_virtualenv)
+# cluster_log_of_virtualenv: the log of pg_virtualenv's cluster (its own
+# directory unless run as root)
+cluster_log_of_virtualenv() {
+    local own=${PGSYSCONFDIR%/postgresql-common}/log/postgresql-$PGVERSION-regress.log
+    if [ -f "$own" ]; then echo "$own"; else echo "/var/log/postgresql/postgresql-$PGVERSION-regress.log"; fi
+}
+
+# in_cluster: everything that needs the preloading server (PG* set by
+# pg_virtualenv); then the server's log must show no crash that no test
+# made (the tests kill with SIGKILL only): a worker or backend that died of
+# SIGSEGV or SIGABRT between two tests would go unseen otherwise
 in_cluster() {
+    local log from
+    log=$(cluster_log_of_virtualenv)
+    from=$(($(wc -l <"$log") + 1))
+    in_cluster_tests
+    ! tail -n +"$from" "$log" | grep -E "PANIC|TRAP|terminated by signal (6|11)" ||
+        die "a crash in the server log $log (above)"
+}
+
+in_cluster_tests() {
     make installcheck || { show_diffs; exit 1; }
     psql -X -q -c "CREATE EXTENSION IF NOT EXISTS pg_occ" postgres
     pg_prove --ext .sql -d postgres test/tap/
