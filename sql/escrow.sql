@@ -506,6 +506,37 @@ SELECT occ.reserve('stock', 'qty', 4, -1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT occ_escrow_folded('stock', 0, 'SELECT sum(qty) FROM stock');
 SELECT id, qty, name FROM stock ORDER BY id;
+-- a reservable column keeps its name: the ledger rows of its committed
+-- reservations name it (renamed, the fold would have dropped them as those
+-- of a column gone); its table and its other columns may be renamed, and
+-- the reservation committed before the refused rename is folded
+CREATE TABLE renamed_stock (id int PRIMARY KEY, qty int NOT NULL CHECK (qty >= 0), note text);
+INSERT INTO renamed_stock VALUES (1, 5);
+SELECT occ.make_reservable('renamed_stock', 'qty');
+BEGIN;
+SELECT occ.reserve('renamed_stock', 'qty', 1, -2);
+COMMIT;
+ALTER TABLE renamed_stock RENAME COLUMN qty TO quantity;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE renamed_stock RENAME note TO remark;
+ALTER TABLE renamed_stock RENAME TO renamed_stock2;
+SELECT occ_escrow_folded('renamed_stock2', 3, 'SELECT sum(qty) FROM renamed_stock2');
+SELECT occ.reserved_value('renamed_stock2', 'qty', 1);
+-- the rename of a parent's column reaches its children's: refused where a
+-- child's is reservable
+CREATE TABLE parent_stock (qty int NOT NULL);
+CREATE TABLE child_stock (id int PRIMARY KEY, CHECK (qty >= 0)) INHERITS (parent_stock);
+INSERT INTO child_stock VALUES (4, 1);
+SELECT occ.make_reservable('child_stock', 'qty');
+ALTER TABLE parent_stock RENAME COLUMN qty TO quantity;
+\echo :LAST_ERROR_SQLSTATE
+-- an ordinary column again, it may be renamed
+SELECT occ.drop_reservable('renamed_stock2', 'qty');
+ALTER TABLE renamed_stock2 RENAME COLUMN qty TO quantity;
+SELECT occ.drop_reservable('child_stock', 'qty');
+ALTER TABLE parent_stock RENAME COLUMN qty TO quantity;
+SELECT * FROM child_stock;
+DROP TABLE renamed_stock2, parent_stock, child_stock;
 
 -- 6. Privileges
 

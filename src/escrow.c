@@ -752,25 +752,20 @@ occ_reserved_value(PG_FUNCTION_ARGS)
 }
 
 /*
- * occ_escrow_may_read: may the current role read column attnum of relid,
- * and the primary key that names its rows (the key that occ.reservations
- * shows), as SELECT pk, c FROM rel would need?
+ * occ_escrow_may_read: may the current role read column attnum of relid and
+ * the primary key that names its rows (the key that occ.reservations shows)?
+ * A table whose primary key has gone needs SELECT on the whole table.
  */
 static bool
 occ_escrow_may_read(Oid relid, AttrNumber attnum)
 {
 	Oid			constraint;
 	Bitmapset  *pk = get_primary_key_attnos(relid, true, &constraint);
-	int			member = -1;
 
-	if (!occ_reservable_may(relid, attnum, ACL_SELECT))
-		return false;
-	if (pk == NULL)
+	if (bms_num_members(pk) != 1)
 		return pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
-	while ((member = bms_next_member(pk, member)) >= 0)
-		if (!occ_reservable_may(relid, member + FirstLowInvalidHeapAttributeNumber, ACL_SELECT))
-			return false;
-	return true;
+	return occ_reservable_may_read(relid, attnum,
+								   bms_singleton_member(pk) + FirstLowInvalidHeapAttributeNumber);
 }
 
 /*

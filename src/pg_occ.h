@@ -609,7 +609,8 @@ extern bool occ_reservable_is_guard(const Trigger *trigger, const char *colname)
 extern bool occ_reservable_declared(Relation rel, const char *colname);
 extern void occ_reservable_describe(Relation rel, AttrNumber attnum, OccReservable *decl);
 extern void occ_reservable_require_args(FunctionCallInfo fcinfo, int nargs, const char *fname);
-extern bool occ_reservable_may(Oid relid, AttrNumber attnum, AclMode mode);
+extern bool occ_reservable_may_read(Oid relid, AttrNumber attnum, AttrNumber pkattnum);
+extern void occ_reservable_init(void);
 extern void occ_reservable_check_any(Relation rel, bool write);
 extern void occ_reservable_check_access(Relation rel, const OccReservable *decl, bool write);
 
