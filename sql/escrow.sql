@@ -698,8 +698,40 @@ SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'occ_reservable%' AND tgrelid 
    'labels'::regclass, 'wallet'::regclass, 'd_part_1'::regclass, 'd_trigger'::regclass,
    'd_check6'::regclass, 'd_uuidkey'::regclass);
 
+-- 9. Logical replication: a subscriber gets the folded values, never the
+-- ledger (its rows are this server's reservations; a subscriber's fold would
+-- apply them a second time).  Publishing it by name or schema is refused
+-- (0A000); FOR ALL TABLES takes it with a warning, and the fold may still
+-- delete its rows there (REPLICA IDENTITY FULL); its guard fires ALWAYS and
+-- refuses a row in replica mode (a subscription's apply, and the warning,
+-- which wal_level's own warning comes with here: test/logical.sh)
+SET client_min_messages = error;
+CREATE PUBLICATION occ_escrow_named FOR TABLE occ.reservation_ledger;
+\echo :LAST_ERROR_SQLSTATE
+CREATE PUBLICATION occ_escrow_schema FOR TABLES IN SCHEMA occ;
+\echo :LAST_ERROR_SQLSTATE
+CREATE PUBLICATION occ_escrow_tables FOR TABLE labels;
+ALTER PUBLICATION occ_escrow_tables ADD TABLE occ.reservation_ledger;
+\echo :LAST_ERROR_SQLSTATE
+ALTER PUBLICATION occ_escrow_tables ADD TABLES IN SCHEMA occ;
+\echo :LAST_ERROR_SQLSTATE
+SELECT pubname, tablename FROM pg_publication_tables WHERE pubname LIKE 'occ_escrow%' ORDER BY 1, 2;
+CREATE PUBLICATION occ_escrow_all FOR ALL TABLES;
+RESET client_min_messages;
+SELECT relreplident FROM pg_class WHERE oid = 'occ.reservation_ledger'::regclass;
+SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'occ.reservation_ledger'::regclass;
+BEGIN;
+SELECT occ.reserve('labels', 'n', 'é', 1);
+COMMIT;
+SELECT occ_escrow_folded('labels', 2, 'SELECT sum(n) FROM labels') AS folded_in_a_publication;
+BEGIN;
+SET LOCAL session_replication_role = replica;
+INSERT INTO occ.reservation_ledger VALUES ('labels', 'n', 'é', 1);
+ROLLBACK;
+DROP PUBLICATION occ_escrow_tables, occ_escrow_all;
+
 -- clean up: every ledger row folded
-SELECT occ_escrow_folded('labels', 1, 'SELECT sum(n) FROM labels') AS labels_folded;
+SELECT occ_escrow_folded('labels', 2, 'SELECT sum(n) FROM labels') AS labels_folded;
 SELECT occ_escrow_folded('strict', 4, 'SELECT sum(v) FROM strict') AS strict_folded;
 SELECT count(*) AS ledger FROM occ.reservation_ledger;
 DROP TABLE seats, strict, small, medium, big, labels, orders, account, d_numeric, d_nullable,

@@ -21,16 +21,32 @@ COMMENT ON TABLE occ.reservation_ledger IS
 
 SELECT pg_catalog.pg_extension_config_dump('occ.reservation_ledger', '');
 
+-- Not for logical replication (declare.c refuses to publish it by name or
+-- schema; its guard, below, refuses its rows in a subscription's apply), but
+-- a publication FOR ALL TABLES takes it: REPLICA IDENTITY FULL lets the fold
+-- delete its rows there all the same.
+ALTER TABLE occ.reservation_ledger REPLICA IDENTITY FULL;
+
 -- The extension's owner (the database's owner, typically) dumps and restores
 -- the ledger with the database: SELECT and INSERT.  A row inserted other
 -- than by occ.reserve() (a restore) must name a column that its role may
 -- UPDATE: no one folds a delta into a table that is not theirs to change.
+-- A row that a subscription's apply (replica mode) brings is another
+-- server's reservation, which this server's fold would apply on top of the
+-- folded value that the subscription brings too: refused (the trigger
+-- fires ALWAYS).
 CREATE FUNCTION occ.reservation_ledger_guard()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF current_setting('session_replication_role') = 'replica' THEN
+        RAISE EXCEPTION 'occ.reservation_ledger is not for logical replication'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its rows are the reservations of the server that made them; a subscriber gets the reservable columns'' folded values.',
+                  HINT = 'Publish the tables that a subscriber needs rather than all tables.';
+    END IF;
     IF NOT has_column_privilege(NEW.rel, NEW.col, 'UPDATE') THEN
         RAISE EXCEPTION 'permission denied to add a reservation of "%" of %', NEW.col, NEW.rel
             USING ERRCODE = 'insufficient_privilege',
@@ -41,10 +57,11 @@ END
 $$;
 
 COMMENT ON FUNCTION occ.reservation_ledger_guard() IS
-'the trigger of occ.reservation_ledger: a row inserted other than by occ.reserve() (a restore) needs UPDATE on the column it names';
+'the trigger of occ.reservation_ledger: a row inserted other than by occ.reserve() (a restore) needs UPDATE on the column it names; a subscription may not bring one';
 
 CREATE TRIGGER reservation_ledger_guard BEFORE INSERT ON occ.reservation_ledger
     FOR EACH ROW EXECUTE FUNCTION occ.reservation_ledger_guard();
+ALTER TABLE occ.reservation_ledger ENABLE ALWAYS TRIGGER reservation_ledger_guard;
 
 GRANT SELECT, INSERT ON occ.reservation_ledger TO @extowner@;
 

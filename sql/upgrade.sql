@@ -32,8 +32,11 @@ SELECT pg_describe_object(d.classid, d.objid, d.objsubid) AS member,
        p.prosrc, p.probin,
        p.proacl::text AS proacl,
        p.proowner = e.extowner AS routine_owned_by_extowner,
-       -- views and tables (0.5.0's ledger)
+       -- views and tables (0.5.0's ledger: its replica identity, its trigger)
        c.relkind,
+       c.relreplident,
+       (SELECT string_agg(format('%s %s', t.tgname, t.tgenabled), ', ' ORDER BY t.tgname)
+          FROM pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal) AS triggers,
        pg_get_viewdef(c.oid) AS viewdef,
        (SELECT string_agg(format('%s %s%s', a.attname, format_type(a.atttypid, a.atttypmod),
                                  CASE WHEN a.attnotnull THEN ' not null' END), ', ' ORDER BY a.attnum)
@@ -65,7 +68,7 @@ SELECT 'extension ' || e.extname,
        format('extnamespace %s, extrelocatable %s, extversion %s, extconfig %s, extcondition %s',
               e.extnamespace::regnamespace, e.extrelocatable, e.extversion, e.extconfig::regclass[], e.extcondition),
        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL, NULL,
        obj_description(e.oid, 'pg_extension'),
        NULL,

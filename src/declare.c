@@ -11,16 +11,32 @@
  * escrow.c keeps for the column, which an earlier declaration left and the
  * plain changes made without one have made out of date.
  *
+ * It also refuses the DDL that would undo a declaration behind its back
+ * (occ_declare_process_utility, after the statement ran, in its
+ * transaction): renaming a reservable column, which the guard and the
+ * ledger rows of its committed reservations name, and publishing the ledger
+ * by name or schema.  A subscriber gets the reservable columns' folded
+ * values, the fold's UPDATEs; the ledger's rows are the reservations of the
+ * server that made them, and a subscriber's own fold would apply them a
+ * second time (its guard refuses them in a subscription's apply).  A
+ * publication FOR ALL TABLES takes the ledger too: a warning says so, and
+ * REPLICA IDENTITY FULL lets the fold delete its rows all the same.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/relation.h"
 #include "access/table.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -34,6 +50,8 @@ PG_FUNCTION_INFO_V1(occ_drop_reservable);
 /* the name of a column's guard trigger, and of the table's TRUNCATE guard */
 #define OCC_GUARD_PREFIX "occ_reservable_"
 #define OCC_TRUNCATE_GUARD "occ_reservable_truncate"
+
+static ProcessUtility_hook_type occ_declare_prev_process_utility = NULL;
 
 /* occ_declare_owned: error unless the current role owns rel */
 static void
@@ -152,4 +170,109 @@ occ_drop_reservable(PG_FUNCTION_ARGS)
 	occ_escrow_forget(relid, get_attnum(relid, colname));
 	table_close(rel, NoLock);
 	PG_RETURN_VOID();
+}
+
+/*
+ * occ_declare_check_renamed: refuse the rename of column stmt->subname if it
+ * is reservable in the table renamed or (without ONLY) in one of its
+ * children.  Renamed, its guard would guard nothing, and the fold would take
+ * the ledger rows of its committed reservations for those of a dropped
+ * column.  Called after the rename, which has locked the tables; the guards'
+ * arguments still name the column as it was.
+ */
+static void
+occ_declare_check_renamed(RenameStmt *stmt)
+{
+	Oid			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	List	   *rels;
+	ListCell   *lc;
+
+	if (!OidIsValid(relid))
+		return;
+	rels = stmt->relation->inh ? find_all_inheritors(relid, NoLock, NULL) : list_make1_oid(relid);
+	foreach(lc, rels)
+	{
+		Relation	rel = relation_open(lfirst_oid(lc), NoLock);
+		TriggerDesc *td = rel->trigdesc;
+
+		for (int i = 0; td != NULL && i < td->numtriggers; i++)
+			if (occ_reservable_is_guard(&td->triggers[i], stmt->subname))
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("cannot rename column \"%s\" of \"%s\": it is reservable",
+								stmt->subname, RelationGetRelationName(rel)),
+						 errdetail("The ledger rows of its committed reservations name it."),
+						 errhint("occ.drop_reservable() it, rename it, then occ.make_reservable() it again.")));
+		relation_close(rel, NoLock);
+	}
+}
+
+/*
+ * occ_declare_check_published: refuse a publication of the ledger by name
+ * or schema; warn where a new publication FOR ALL TABLES takes it
+ */
+static void
+occ_declare_check_published(bool created)
+{
+	bool		by_name = false;
+	bool		by_all = false;
+
+	if (!OidIsValid(occ_escrow_ledger_oid()))
+		return;
+	/* the statement's own catalog changes, visible to a new snapshot (not read-only) */
+	CommandCounterIncrement();
+	SPI_connect();
+	if (SPI_execute("SELECT p.puballtables FROM pg_catalog.pg_publication_tables t"
+					" JOIN pg_catalog.pg_publication p USING (pubname)"
+					" WHERE t.schemaname = 'occ' AND t.tablename = 'reservation_ledger'",
+					false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "pg_occ could not read pg_publication_tables");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		bool		all = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+		by_all |= all;
+		by_name |= !all;
+	}
+	SPI_finish();
+	if (by_name)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("occ.reservation_ledger is not for logical replication"),
+				 errdetail("Its rows are the reservations of this server; a subscriber gets the reservable columns' folded values."),
+				 errhint("Publish the tables that a subscriber needs, not the schema occ or its ledger.")));
+	if (by_all && created)
+		ereport(WARNING,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a publication FOR ALL TABLES takes occ.reservation_ledger, which a subscriber refuses"),
+				 errdetail("A subscription's apply of a ledger row fails: a subscriber gets the reservable columns' folded values."),
+				 errhint("Publish the tables that a subscriber needs rather than all tables.")));
+}
+
+/* occ_declare_process_utility: RENAME COLUMN and publications, checked after they ran */
+static void
+occ_declare_process_utility(PlannedStmt *pstmt, const char *queryString,
+							bool readOnlyTree, ProcessUtilityContext context,
+							ParamListInfo params, QueryEnvironment *queryEnv,
+							DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *stmt = pstmt->utilityStmt;
+	ProcessUtility_hook_type next = occ_declare_prev_process_utility ?
+		occ_declare_prev_process_utility : standard_ProcessUtility;
+
+	next(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+	if (IsA(stmt, RenameStmt) && ((RenameStmt *) stmt)->renameType == OBJECT_COLUMN &&
+		((RenameStmt *) stmt)->relation != NULL)
+		occ_declare_check_renamed((RenameStmt *) stmt);
+	else if (IsA(stmt, CreatePublicationStmt) || IsA(stmt, AlterPublicationStmt))
+		occ_declare_check_published(IsA(stmt, CreatePublicationStmt));
+}
+
+/* occ_declare_init: install the hook (from _PG_init) */
+void
+occ_declare_init(void)
+{
+	occ_declare_prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = occ_declare_process_utility;
 }

@@ -236,12 +236,20 @@ occ_escrow_forget(Oid relid, AttrNumber attnum)
 				 errhint("Declare it reservable or not in a transaction that has not reserved it.")));
 }
 
+/* occ_escrow_ledger_oid: the ledger's OID; InvalidOid where pg_occ is not installed */
+Oid
+occ_escrow_ledger_oid(void)
+{
+	Oid			nsp = get_namespace_oid("occ", true);
+
+	return OidIsValid(nsp) ? get_relname_relid("reservation_ledger", nsp) : InvalidOid;
+}
+
 /* occ_escrow_ledger: the ledger, opened in mode */
 static Relation
 occ_escrow_ledger(LOCKMODE mode)
 {
-	Oid			nsp = get_namespace_oid("occ", false);
-	Oid			relid = get_relname_relid("reservation_ledger", nsp);
+	Oid			relid = occ_escrow_ledger_oid();
 	/* try_: dropped between the lookup and the lock, it is missing too */
 	Relation	ledger = OidIsValid(relid) ? try_table_open(relid, mode) : NULL;
 

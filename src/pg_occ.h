@@ -610,7 +610,6 @@ extern bool occ_reservable_declared(Relation rel, const char *colname);
 extern void occ_reservable_describe(Relation rel, AttrNumber attnum, OccReservable *decl);
 extern void occ_reservable_require_args(FunctionCallInfo fcinfo, int nargs, const char *fname);
 extern bool occ_reservable_may_read(Oid relid, AttrNumber attnum, AttrNumber pkattnum);
-extern void occ_reservable_init(void);
 extern void occ_reservable_check_any(Relation rel, bool write);
 extern void occ_reservable_check_access(Relation rel, const OccReservable *decl, bool write);
 
@@ -620,6 +619,10 @@ extern Size occ_escrow_shmem_size(void);
 extern void occ_escrow_shmem_request(void);
 extern void occ_escrow_shmem_init(void);
 extern void occ_escrow_forget(Oid relid, AttrNumber attnum);
+extern Oid	occ_escrow_ledger_oid(void);
+
+/* declare.c: declarations, and the DDL that would undo them */
+extern void occ_declare_init(void);
 
 /* fold.c: the background worker that applies committed reservations */
 extern int	occ_fold_interval;

@@ -14,9 +14,8 @@
  * would move the value under the reservations in flight), except the fold's
  * and an UPDATE that leaves both as they were (an ORM saving a whole row).
  * Being a trigger, it goes with the table: pg_dump, DROP TABLE and ALTER
- * TABLE handle it as they handle any trigger.  A reservable column keeps its
- * name (ALTER TABLE ... RENAME COLUMN is refused): the guard and the ledger
- * rows of its committed reservations name it.
+ * TABLE handle it as they handle any trigger (declare.c refuses a rename of
+ * the column).
  *
  * The bounds come from the table's CHECK constraints on the column, read
  * from the relcache each time it is rebuilt: c >= k, c > k, c <= k, c < k,
@@ -31,10 +30,8 @@
 #include "postgres.h"
 
 #include "access/genam.h"
-#include "access/relation.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_inherits.h"
 #include "catalog/pg_opfamily.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
@@ -44,7 +41,6 @@
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
-#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -74,8 +70,6 @@ typedef struct OccReservableEntry
 } OccReservableEntry;
 
 static HTAB *occ_reservables = NULL;
-
-static ProcessUtility_hook_type occ_rsv_prev_process_utility = NULL;
 
 /* the fold's UPDATE, which the guard lets through (fold.c sets it) */
 bool		occ_folding = false;
@@ -568,63 +562,4 @@ occ_reservable_guard(PG_FUNCTION_ARGS)
 			occ_rsv_refuse(rel, colname, "update");
 	}
 	return PointerGetDatum(td->tg_newtuple);
-}
-
-/*
- * occ_rsv_check_renamed: refuse the rename of column stmt->subname if it is
- * reservable in the table renamed or (without ONLY) in one of its children.
- * Renamed, its guard would guard nothing, and the fold would take the ledger
- * rows of its committed reservations for those of a dropped column.  Called
- * after the rename, which has locked the tables; the guards' arguments still
- * name the column as it was.
- */
-static void
-occ_rsv_check_renamed(RenameStmt *stmt)
-{
-	Oid			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
-	List	   *rels;
-	ListCell   *lc;
-
-	if (!OidIsValid(relid))
-		return;
-	rels = stmt->relation->inh ? find_all_inheritors(relid, NoLock, NULL) : list_make1_oid(relid);
-	foreach(lc, rels)
-	{
-		Relation	rel = relation_open(lfirst_oid(lc), NoLock);
-		TriggerDesc *td = rel->trigdesc;
-
-		for (int i = 0; td != NULL && i < td->numtriggers; i++)
-			if (occ_reservable_is_guard(&td->triggers[i], stmt->subname))
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("cannot rename column \"%s\" of \"%s\": it is reservable",
-								stmt->subname, RelationGetRelationName(rel)),
-						 errdetail("The ledger rows of its committed reservations name it."),
-						 errhint("occ.drop_reservable() it, rename it, then occ.make_reservable() it again.")));
-		relation_close(rel, NoLock);
-	}
-}
-
-/* occ_rsv_process_utility: ALTER TABLE ... RENAME COLUMN, checked after it ran */
-static void
-occ_rsv_process_utility(PlannedStmt *pstmt, const char *queryString,
-						bool readOnlyTree, ProcessUtilityContext context,
-						ParamListInfo params, QueryEnvironment *queryEnv,
-						DestReceiver *dest, QueryCompletion *qc)
-{
-	RenameStmt *stmt = (RenameStmt *) pstmt->utilityStmt;
-	ProcessUtility_hook_type next = occ_rsv_prev_process_utility ?
-		occ_rsv_prev_process_utility : standard_ProcessUtility;
-
-	next(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
-	if (IsA(stmt, RenameStmt) && stmt->renameType == OBJECT_COLUMN && stmt->relation != NULL)
-		occ_rsv_check_renamed(stmt);
-}
-
-/* occ_reservable_init: install the hook (from _PG_init) */
-void
-occ_reservable_init(void)
-{
-	occ_rsv_prev_process_utility = ProcessUtility_hook;
-	ProcessUtility_hook = occ_rsv_process_utility;
 }

@@ -48,8 +48,9 @@
 #   hot standby (test/escrow.sh: clients at each isolation level under
 #   cancels, terminations, SIGKILLs and an immediate restart; exactly once,
 #   no lost update, the bound never broken, no serialization failure, the
-#   standby's values), and a dump restored by the database's owner
-#   (test/restore.sh).
+#   standby's values), reservable columns and logical replication
+#   (test/logical.sh: a subscriber gets the folded values, never the
+#   ledger), and a dump restored by the database's owner (test/restore.sh).
 # Every version runs even if one fails; the exit status is 1 if any failed.
 #
 # Usage: test/run.sh [--pg VERSION]... [--no-install]
@@ -140,6 +141,7 @@ test_here() {
     test/persist.sh
     test/batch_kill.sh
     test/escrow.sh
+    test/logical.sh
     test/restore.sh
     test/source.sh
     echo "all pg_occ tests passed on PostgreSQL $v"
