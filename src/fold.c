@@ -18,7 +18,11 @@
  * The first commit of a reservation in a database starts its worker; the
  * worker exits when its ledger has stayed empty for OCC_FOLD_IDLE_ROUNDS
  * intervals with no reservation committed meanwhile (so that it holds no
- * database that DROP DATABASE waits for).
+ * database that DROP DATABASE waits for).  At startup, and again after a
+ * crash, a launcher starts a worker for each database, so that reservations
+ * committed before and not folded are folded without waiting for the next
+ * one; a worker that finds nothing to fold and no reservation committed
+ * since startup exits at once.
  *
  * The generation of each database's slot tells escrow.c's loads that they
  * read no half fold: a fold of a table marks the slot before its first
@@ -31,9 +35,12 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_database.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -60,6 +67,7 @@
 #include "pg_occ.h"
 
 PGDLLEXPORT void occ_fold_main(Datum arg);
+PGDLLEXPORT void occ_fold_launcher_main(Datum arg);
 
 /* databases with a worker at once, at most */
 #define OCC_FOLD_DBS 64
@@ -72,6 +80,15 @@ PGDLLEXPORT void occ_fold_main(Datum arg);
 
 /* how long a table whose fold failed waits for its next one */
 #define OCC_FOLD_FAILED_USEC USECS_PER_SEC
+
+/*
+ * The launcher's restart time, in seconds: it exits with status 1 once it
+ * has started the workers, and the postmaster starts it again after this
+ * long (23 days; its milliseconds must fit an int) or at once after a crash
+ * (a crash resets every worker's restart time; one that exits with status
+ * 0 or is never restarted would be forgotten, and not run after a crash).
+ */
+#define OCC_FOLD_LAUNCHER_RESTART_S 2000000
 
 int			occ_fold_interval = 100;
 
@@ -175,12 +192,28 @@ occ_fold_stable_end(Oid relid, uint64 generation)
 	return stable;
 }
 
+/* occ_fold_worker: the worker of database dbid, to register */
+static void
+occ_fold_worker(BackgroundWorker *worker, Oid dbid)
+{
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(worker->bgw_library_name, "pg_occ", BGW_MAXLEN);
+	strlcpy(worker->bgw_function_name, "occ_fold_main", BGW_MAXLEN);
+	snprintf(worker->bgw_name, BGW_MAXLEN, "pg_occ fold of database %u", dbid);
+	strlcpy(worker->bgw_type, "pg_occ fold", BGW_MAXLEN);
+	worker->bgw_main_arg = ObjectIdGetDatum(dbid);
+}
+
 /*
- * occ_fold_committed: a transaction of this database committed reservations
- * (or a load found ledger rows): start the database's worker unless it runs
+ * occ_fold_start: start database dbid's worker unless it runs or was asked
+ * for less than OCC_FOLD_RETRY_USEC ago (counting a commit of reservations
+ * if commit); false when no worker slot was free
  */
-void
-occ_fold_committed(void)
+static bool
+occ_fold_start(Oid dbid, bool commit)
 {
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
@@ -188,13 +221,11 @@ occ_fold_committed(void)
 	TimestampTz now = GetCurrentTimestamp();
 	bool		start = false;
 
-	if (occ_fold == NULL)
-		return;
 	SpinLockAcquire(&occ_fold->mutex);
-	slot = occ_fold_slot(MyDatabaseId, true);
+	slot = occ_fold_slot(dbid, true);
 	if (slot != NULL)
 	{
-		slot->commits++;
+		slot->commits += commit ? 1 : 0;
 		if (slot->pid == 0 &&
 			(slot->starting == 0 || now - slot->starting > OCC_FOLD_RETRY_USEC))
 		{
@@ -204,23 +235,25 @@ occ_fold_committed(void)
 	}
 	SpinLockRelease(&occ_fold->mutex);
 	if (!start)
+		return true;
+	occ_fold_worker(&worker, dbid);
+	/* failed, it is tried again after the retry delay (starting stays) */
+	return RegisterDynamicBackgroundWorker(&worker, &handle);
+}
+
+/*
+ * occ_fold_committed: a transaction of this database committed reservations
+ * (or a load found ledger rows): start the database's worker unless it runs
+ */
+void
+occ_fold_committed(void)
+{
+	if (occ_fold == NULL)
 		return;
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(worker.bgw_library_name, "pg_occ", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "occ_fold_main", BGW_MAXLEN);
-	snprintf(worker.bgw_name, BGW_MAXLEN, "pg_occ fold of database %u", MyDatabaseId);
-	strlcpy(worker.bgw_type, "pg_occ fold", BGW_MAXLEN);
-	worker.bgw_main_arg = ObjectIdGetDatum(MyDatabaseId);
-	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
-	{
-		/* no worker slot free: the next commit after the retry delay tries again */
+	if (!occ_fold_start(MyDatabaseId, true))
 		ereport(LOG,
 				(errmsg("pg_occ could not start the fold worker of database %u", MyDatabaseId),
 				 errhint("Raise max_worker_processes.")));
-	}
 }
 
 /* occ_fold_unmark: the fold under way, if any, has ended */
@@ -536,11 +569,95 @@ occ_fold_main(Datum arg)
 		commits = occ_fold_mine->commits;
 		SpinLockRelease(&occ_fold->mutex);
 		idle = occ_fold_all() ? 0 : idle + 1;
-		if (idle >= OCC_FOLD_IDLE_ROUNDS && occ_fold_idle_exit(commits))
+		/* started by the launcher where no reservation has committed: done */
+		if (idle >= (commits == 0 ? 1 : OCC_FOLD_IDLE_ROUNDS) && occ_fold_idle_exit(commits))
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 occ_fold_interval, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
 	proc_exit(0);
+}
+
+/* occ_fold_databases: the databases that accept connections, in TopMemoryContext */
+static List *
+occ_fold_databases(void)
+{
+	List	   *dbids = NIL;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tuple;
+
+	StartTransactionCommand();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while (HeapTupleIsValid(tuple = heap_getnext(scan, ForwardScanDirection)))
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tuple);
+
+		if (db->datallowconn && !db->datistemplate)
+		{
+			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+			dbids = lappend_oid(dbids, db->oid);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+	return dbids;
+}
+
+/*
+ * occ_fold_launcher_main: start the worker of each database (a few tries
+ * each, while worker slots are short), then exit with status 1 (see
+ * OCC_FOLD_LAUNCHER_RESTART_S)
+ */
+void
+occ_fold_launcher_main(Datum arg)
+{
+	List	   *dbids;
+	ListCell   *lc;
+
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	/* no database: pg_database is a shared catalog */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	dbids = occ_fold_databases();
+	foreach(lc, dbids)
+	{
+		for (int tries = 1; !occ_fold_start(lfirst_oid(lc), false); tries++)
+		{
+			if (tries == 6)
+			{
+				ereport(LOG,
+						(errmsg("pg_occ could not start the fold worker of database %u", lfirst_oid(lc)),
+						 errhint("Raise max_worker_processes; the next reservation there starts it.")));
+				break;
+			}
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 OCC_FOLD_RETRY_USEC / 1000 + 1000, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	proc_exit(1);
+}
+
+/* occ_fold_register_launcher: register the launcher (from _PG_init, preloading) */
+void
+occ_fold_register_launcher(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = OCC_FOLD_LAUNCHER_RESTART_S;
+	strlcpy(worker.bgw_library_name, "pg_occ", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "occ_fold_launcher_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "pg_occ fold launcher", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "pg_occ fold launcher", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
 }

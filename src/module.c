@@ -94,4 +94,5 @@ _PG_init(void)
 	shmem_request_hook = occ_shmem_request;
 	occ_prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = occ_shmem_startup;
+	occ_fold_register_launcher();
 }

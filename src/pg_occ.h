@@ -631,5 +631,6 @@ extern void occ_fold_shmem_init(void);
 extern bool occ_fold_stable_begin(Oid relid, uint64 *generation);
 extern bool occ_fold_stable_end(Oid relid, uint64 generation);
 extern void occ_fold_committed(void);
+extern void occ_fold_register_launcher(void);
 
 #endif							/* PG_OCC_H */

@@ -50,7 +50,9 @@
 #   no lost update, the bound never broken, no serialization failure, the
 #   standby's values), reservable columns and logical replication
 #   (test/logical.sh: a subscriber gets the folded values, never the
-#   ledger), and a dump restored by the database's owner (test/restore.sh).
+#   ledger), the fold after a clean restart and after a crash
+#   (test/fold_restart.sh), and a dump restored by the database's owner
+#   (test/restore.sh).
 # Every version runs even if one fails; the exit status is 1 if any failed.
 #
 # Usage: test/run.sh [--pg VERSION]... [--no-install]
@@ -142,6 +144,7 @@ test_here() {
     test/batch_kill.sh
     test/escrow.sh
     test/logical.sh
+    test/fold_restart.sh
     test/restore.sh
     test/source.sh
     echo "all pg_occ tests passed on PostgreSQL $v"
