@@ -15,7 +15,9 @@
  * (occ_declare_process_utility, after the statement ran, in its
  * transaction): renaming a reservable column, which the guard and the
  * ledger rows of its committed reservations name, and publishing the ledger
- * by name or schema.  A subscriber gets the reservable columns' folded
+ * by name or schema; and it folds a table's reservations in the transaction
+ * of an ALTER TABLE ... ADD CHECK, whose validation reads the rows' values.
+ * A subscriber gets the reservable columns' folded
  * values, the fold's UPDATEs; the ledger's rows are the reservations of the
  * server that made them, and a subscriber's own fold would apply them a
  * second time (its guard refuses them in a subscription's apply).  A
@@ -36,6 +38,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -250,7 +253,56 @@ occ_declare_check_published(bool created)
 				 errhint("Publish the tables that a subscriber needs rather than all tables.")));
 }
 
-/* occ_declare_process_utility: RENAME COLUMN and publications, checked after they ran */
+/* occ_declare_adds_check: does stmt add a CHECK constraint? */
+static bool
+occ_declare_adds_check(AlterTableStmt *stmt)
+{
+	ListCell   *lc;
+
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+
+		if (cmd->subtype == AT_AddConstraint && IsA(cmd->def, Constraint) &&
+			((Constraint *) cmd->def)->contype == CONSTR_CHECK)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * occ_declare_fold_checked: fold the reservable columns of the tables that
+ * ALTER TABLE ... ADD CHECK changed (and, without ONLY, of their children)
+ * in its transaction.  It validated the rows' values, the committed ones
+ * only once folded: a bound that a committed value breaks fails here, with
+ * the constraint's error, rather than the fold ever after.
+ */
+static void
+occ_declare_fold_checked(AlterTableStmt *stmt)
+{
+	Oid			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	Oid			ledger = occ_escrow_ledger_oid();
+	Oid			ledger_owner;
+	Relation	rel;
+	List	   *rels;
+	ListCell   *lc;
+
+	if (!OidIsValid(relid) || !OidIsValid(ledger))
+		return;
+	rel = relation_open(ledger, AccessShareLock);
+	ledger_owner = rel->rd_rel->relowner;
+	relation_close(rel, NoLock);
+	rels = stmt->relation->inh ? find_all_inheritors(relid, NoLock, NULL) : list_make1_oid(relid);
+	foreach(lc, rels)
+	{
+		rel = relation_open(lfirst_oid(lc), NoLock);
+		if (CheckRelationLockedByMe(rel, AccessExclusiveLock, false))
+			occ_fold_now(rel, ledger_owner);
+		relation_close(rel, NoLock);
+	}
+}
+
+/* occ_declare_process_utility: RENAME COLUMN, publications, ADD CHECK: after they ran */
 static void
 occ_declare_process_utility(PlannedStmt *pstmt, const char *queryString,
 							bool readOnlyTree, ProcessUtilityContext context,
@@ -267,6 +319,8 @@ occ_declare_process_utility(PlannedStmt *pstmt, const char *queryString,
 		occ_declare_check_renamed((RenameStmt *) stmt);
 	else if (IsA(stmt, CreatePublicationStmt) || IsA(stmt, AlterPublicationStmt))
 		occ_declare_check_published(IsA(stmt, CreatePublicationStmt));
+	else if (IsA(stmt, AlterTableStmt) && occ_declare_adds_check((AlterTableStmt *) stmt))
+		occ_declare_fold_checked((AlterTableStmt *) stmt);
 }
 
 /* occ_declare_init: install the hook (from _PG_init) */

@@ -55,6 +55,7 @@
 #include "storage/spin.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -345,6 +346,67 @@ occ_fold_rows(Relation rel, const char *col, SPITupleTable *sums, uint64 n)
 }
 
 /*
+ * occ_fold_table: fold the committed ledger rows of column col of rel
+ * (locked) in the current transaction, SPI connected
+ */
+static void
+occ_fold_table(Relation rel, const char *col)
+{
+	Oid			types[2] = {OIDOID, NAMEOID};
+	Datum		values[2];
+
+	values[0] = ObjectIdGetDatum(RelationGetRelid(rel));
+	values[1] = DirectFunctionCall1(namein, CStringGetDatum(col));
+	occ_fold_sql("WITH d AS (DELETE FROM occ.reservation_ledger WHERE rel = $1 AND col = $2"
+				 " RETURNING key, delta)"
+				 " SELECT key, sum(delta)::bigint FROM d GROUP BY key ORDER BY key",
+				 2, types, values, SPI_OK_SELECT);
+	if (SPI_processed > 0)
+		occ_fold_rows(rel, col, SPI_tuptable, SPI_processed);
+}
+
+/*
+ * occ_fold_now: fold every reservable column of rel in the current
+ * transaction, for ALTER TABLE ... ADD CHECK (declare.c), which validates
+ * the rows' values: they must be the committed ones, or a bound that the
+ * committed value breaks would be taken, and the fold fail ever after.
+ * rel is locked in AccessExclusiveLock, so no load reads it meanwhile.  The
+ * ledger's rows are deleted as its owner (the worker's role), the rows
+ * updated as the table's, with pg_catalog as the search_path.
+ */
+void
+occ_fold_now(Relation rel, Oid ledger_owner)
+{
+	TriggerDesc *td = rel->trigdesc;
+	Oid			save_user;
+	int			save_sec;
+	int			save_nestlevel;
+
+	GetUserIdAndSecContext(&save_user, &save_sec);
+	save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	SetUserIdAndSecContext(ledger_owner, save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	SPI_connect();
+	PG_TRY();
+	{
+		for (int i = 0; td != NULL && i < td->numtriggers; i++)
+			if (occ_reservable_is_guard(&td->triggers[i], NULL) && td->triggers[i].tgnargs == 1)
+				occ_fold_table(rel, td->triggers[i].tgargs[0]);
+	}
+	PG_CATCH();
+	{
+		/* the guard lets no other UPDATE through */
+		occ_folding = false;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	SPI_finish();
+	SetUserIdAndSecContext(save_user, save_sec);
+	AtEOXact_GUC(true, save_nestlevel);
+}
+
+/*
  * occ_fold_one: fold the ledger rows of (relid, col) in one transaction;
  * those of a table or column dropped since are dropped with it
  */
@@ -382,14 +444,7 @@ occ_fold_one(Oid relid, const char *col)
 		occ_fold_sql("DELETE FROM occ.reservation_ledger WHERE rel = $1 AND col = $2", 2, types, values,
 					 SPI_OK_DELETE);
 	else
-	{
-		occ_fold_sql("WITH d AS (DELETE FROM occ.reservation_ledger WHERE rel = $1 AND col = $2"
-					 " RETURNING key, delta)"
-					 " SELECT key, sum(delta)::bigint FROM d GROUP BY key ORDER BY key",
-					 2, types, values, SPI_OK_SELECT);
-		if (SPI_processed > 0)
-			occ_fold_rows(rel, col, SPI_tuptable, SPI_processed);
-	}
+		occ_fold_table(rel, col);
 	if (rel != NULL)
 		table_close(rel, NoLock);
 	SPI_finish();

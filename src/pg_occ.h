@@ -632,5 +632,6 @@ extern bool occ_fold_stable_begin(Oid relid, uint64 *generation);
 extern bool occ_fold_stable_end(Oid relid, uint64 generation);
 extern void occ_fold_committed(void);
 extern void occ_fold_register_launcher(void);
+extern void occ_fold_now(Relation rel, Oid ledger_owner);
 
 #endif							/* PG_OCC_H */
