@@ -1,40 +1,40 @@
 /*-------------------------------------------------------------------------
  *
  * escrow.c
- *		Reservations (escrow) of a reservable column: c = c + delta taken
- *		without a row lock, within the column's bounds in the worst case,
- *		applied exactly once when the transaction commits.
+ *		The rows' entries in shared memory, by which reservations of a
+ *		reservable column are taken within its bounds without a row lock,
+ *		and the current transaction's reservations, settled at its end.
  *
- * occ.reserve(rel, col, key, delta) changes the row whose primary key is key
- * by delta, in the caller's transaction, without locking the row: it
- * inserts (rel, col, key, delta) into the ledger, occ.reservation_ledger, a
- * logged table that commits or aborts with the transaction (so WAL, crash
- * recovery and standbys apply a reservation exactly as they apply the
- * transaction).  The row's value is its column plus its ledger rows;
- * fold.c's worker moves committed ledger rows into the column.
+ * A reservation (reserve.c) inserts (rel, col, key, delta) into the ledger
+ * in the caller's transaction; the row's value is its column plus its
+ * committed ledger rows, which the fold moves into the column.  The bounds
+ * are checked here.  Each row that has had a reservation since the server
+ * started has an entry: its committed value (column plus committed ledger
+ * rows), and the sums of the decrements and of the increments in flight
+ * (reserved by transactions not yet ended).  A reservation is taken at once
+ * when the bounds hold in the worst case: committed + in-flight decrements
+ * + delta >= lower for a decrement, committed + in-flight increments +
+ * delta <= upper for an increment; it is refused at once (23514, or 22003
+ * past the column type's range) otherwise.  At
+ * commit, the transaction's deltas move from in flight to committed (after
+ * the commit is visible: meanwhile they count in the worst case both
+ * ways); at abort, or the rollback of their savepoint, they are dropped.
  *
- * The bounds are checked in shared memory.  Each row that has had a
- * reservation since the server started has an entry: its committed value
- * (column plus committed ledger rows), and the sums of the decrements and of
- * the increments in flight (reserved by transactions not yet ended).  A
- * reservation is taken, at once, when the bounds hold in the worst case:
- * committed + in-flight decrements + delta >= lower for a decrement,
- * committed + in-flight increments + delta <= upper for an increment; it is
- * refused at once (23514, naming the constraint) otherwise.  At commit, the
- * transaction's deltas move from in flight to committed (after the commit
- * is visible: meanwhile they count in the worst case both ways); at abort,
- * or the rollback of their savepoint, they are dropped.  A transaction that
- * reserved cannot be prepared (its deltas would have no backend to end
- * them).
- *
- * Nothing in shared memory outlives a crash: it is reset with the server,
- * and an entry is loaded from the tables the first time a row is reserved
- * again.  The load reads the row and its ledger rows with SnapshotSelf (the
- * latest committed state, with no predicate lock: a SERIALIZABLE caller
- * gets no serialization failure from it), between two reads of the fold's
+ * Nothing in shared memory outlives a crash: an entry is loaded from the
+ * tables the first time a row is reserved again, with the latest committed
+ * state: SnapshotSelf, which takes no predicate lock (a SERIALIZABLE
+ * caller gets no serialization failure from it), and which sees no
+ * uncommitted change but the loading transaction's own; where it meets one
+ * of those (the row inserted or updated by this transaction), the load
+ * reads again with an MVCC snapshot of the latest commits that sees
+ * nothing of this transaction's.  It reads between two reads of the fold's
  * generation (fold.c), so that it never sees half a fold.  No reservation
  * of the row is in flight while it loads: reservations enter through the
  * entry, and an entry leaves the table only when none is in flight.
+ *
+ * Every database and role shares the entries: a transaction's rows in
+ * flight count against its database (at most half of occ.reservable_rows)
+ * and its session's role (a quarter), so that no one can fill the table.
  *
  *-------------------------------------------------------------------------
  */
@@ -44,17 +44,10 @@
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/stratnum.h"
-#include "access/sysattr.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
-#include "access/xlog.h"
-#include "catalog/namespace.h"
-#include "catalog/pg_collation.h"
-#include "catalog/pg_constraint.h"
-#include "catalog/pg_type.h"
 #include "common/int.h"
-#include "fmgr.h"
-#include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
@@ -62,48 +55,25 @@
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
-#include "utils/tuplestore.h"
 #include "utils/wait_event.h"
 
 #include "compat.h"
 #include "pg_occ.h"
 
-PG_FUNCTION_INFO_V1(occ_reserve);
-PG_FUNCTION_INFO_V1(occ_reserved_value);
-PG_FUNCTION_INFO_V1(occ_reservations);
-
-/* a primary key's text, at most: the entry's key holds it whole */
-#define OCC_ESCROW_KEYLEN 256
-
 int			occ_reservable_rows = 10000;
 
-typedef struct OccEscrowTag
+/* a backend's share: the rows its transaction has in flight */
+typedef struct OccEscrowShare
 {
 	Oid			dbid;
-	Oid			relid;
-	AttrNumber	attnum;
-	char		key[OCC_ESCROW_KEYLEN]; /* the key's text, zero-padded */
-} OccEscrowTag;
-
-typedef struct OccEscrowRow
-{
-	OccEscrowTag tag;
-	slock_t		mutex;			/* the fields below */
-	bool		loaded;			/* committed is known */
-	pid_t		loader;			/* the backend loading it, until loaded */
-	int64		committed;		/* column + committed ledger rows */
-	int64		down;			/* in-flight decrements, <= 0 */
-	int64		up;				/* in-flight increments, >= 0 */
-	int32		in_flight;		/* reservations in flight */
-	int64		reservations;	/* taken, since it entered */
-	int64		refusals;
-	int64		waits;			/* for another's load or a fold */
-} OccEscrowRow;
+	Oid			roleid;
+	int32		rows;
+} OccEscrowShare;
 
 /* a reservation of this transaction's */
 typedef struct OccReservation
@@ -113,27 +83,39 @@ typedef struct OccReservation
 	SubTransactionId subid;
 } OccReservation;
 
-static LWLock *occ_escrow_lock = NULL;
-static HTAB *occ_escrow_rows = NULL;
+/* a row this transaction has reserved: its own change of it */
+typedef struct OccReservedRow
+{
+	OccEscrowRow *row;			/* the hash key */
+	int64		own;
+	int32		count;
+} OccReservedRow;
 
-/* this transaction's reservations, in TopTransactionContext */
+static LWLock *occ_escrow_lock = NULL;
+static LWLock *occ_escrow_share_lock = NULL;
+static HTAB *occ_escrow_rows = NULL;
+static OccEscrowShare *occ_escrow_shares = NULL;
+
+/* this transaction's reservations in the order taken, and its rows */
 static List *occ_reservations_made = NIL;
+static HTAB *occ_reserved_rows = NULL;
 
 /* the entry this backend is loading, which it removes if it exits meanwhile */
 static OccEscrowRow *occ_escrow_loading = NULL;
 
-/* occ_escrow_shmem_size: the shared memory of the rows' entries */
+/* occ_escrow_shmem_size: the shared memory of the rows' entries and shares */
 Size
 occ_escrow_shmem_size(void)
 {
-	return hash_estimate_size(occ_reservable_rows, sizeof(OccEscrowRow));
+	return add_size(hash_estimate_size(occ_reservable_rows, sizeof(OccEscrowRow)),
+					mul_size(MaxBackends, sizeof(OccEscrowShare)));
 }
 
-/* occ_escrow_shmem_request: our LWLock */
+/* occ_escrow_shmem_request: our LWLocks: the entries', the shares' */
 void
 occ_escrow_shmem_request(void)
 {
-	RequestNamedLWLockTranche("pg_occ escrow", 1);
+	RequestNamedLWLockTranche("pg_occ escrow", 2);
 }
 
 /* occ_escrow_shmem_init: create or attach to the rows' entries */
@@ -141,12 +123,36 @@ void
 occ_escrow_shmem_init(void)
 {
 	HASHCTL		info;
+	bool		found;
 
 	info.keysize = sizeof(OccEscrowTag);
 	info.entrysize = sizeof(OccEscrowRow);
 	occ_escrow_rows = occ_shmem_init_hash("pg_occ escrow rows", occ_reservable_rows, &info,
 										  HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
-	occ_escrow_lock = &(GetNamedLWLockTranche("pg_occ escrow"))->lock;
+	occ_escrow_shares = ShmemInitStruct("pg_occ escrow shares",
+										mul_size(MaxBackends, sizeof(OccEscrowShare)), &found);
+	if (!found)
+		memset(occ_escrow_shares, 0, mul_size(MaxBackends, sizeof(OccEscrowShare)));
+	occ_escrow_lock = &(GetNamedLWLockTranche("pg_occ escrow"))[0].lock;
+	occ_escrow_share_lock = &(GetNamedLWLockTranche("pg_occ escrow"))[1].lock;
+}
+
+/* occ_escrow_ready: is the entries' shared memory there (pg_occ preloaded)? */
+bool
+occ_escrow_ready(void)
+{
+	return occ_escrow_rows != NULL;
+}
+
+/* occ_escrow_require_preload: reservations keep their entries in shared memory */
+void
+occ_escrow_require_preload(void)
+{
+	if (occ_escrow_rows == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("reservations need pg_occ in shared_preload_libraries"),
+				 errhint("Add pg_occ to shared_preload_libraries and restart the server.")));
 }
 
 /* occ_escrow_remove: take entry row out of the table */
@@ -193,10 +199,11 @@ occ_escrow_evict(void)
 }
 
 /*
- * occ_escrow_forget: take out the entries of a column no longer reservable.
- * Its table is locked against reservations, so that a reservation still in
- * flight is the current transaction's: an error, since its entry would
- * outlive the declaration and miss the changes made without it.
+ * occ_escrow_forget: take out the entries of a column whose value may have
+ * changed without them (its declaration made, dropped, or its table
+ * altered).  Its table is locked against reservations, so that one still
+ * in flight is the current transaction's: an error, since its entry would
+ * outlive the change.
  */
 void
 occ_escrow_forget(Oid relid, AttrNumber attnum)
@@ -233,32 +240,7 @@ occ_escrow_forget(Oid relid, AttrNumber attnum)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("column \"%s\" of \"%s\" has reservations in flight in this transaction",
 						get_attname(relid, attnum, false), get_rel_name(relid)),
-				 errhint("Declare it reservable or not in a transaction that has not reserved it.")));
-}
-
-/* occ_escrow_ledger_oid: the ledger's OID; InvalidOid where pg_occ is not installed */
-Oid
-occ_escrow_ledger_oid(void)
-{
-	Oid			nsp = get_namespace_oid("occ", true);
-
-	return OidIsValid(nsp) ? get_relname_relid("reservation_ledger", nsp) : InvalidOid;
-}
-
-/* occ_escrow_ledger: the ledger, opened in mode */
-static Relation
-occ_escrow_ledger(LOCKMODE mode)
-{
-	Oid			relid = occ_escrow_ledger_oid();
-	/* try_: dropped between the lookup and the lock, it is missing too */
-	Relation	ledger = OidIsValid(relid) ? try_table_open(relid, mode) : NULL;
-
-	if (ledger == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("pg_occ's ledger, occ.reservation_ledger, does not exist"),
-				 errhint("ALTER EXTENSION pg_occ UPDATE.")));
-	return ledger;
+				 errhint("Change its table or its declaration in a transaction that has not reserved it.")));
 }
 
 /* occ_escrow_value: a column's Datum as int64 */
@@ -270,54 +252,104 @@ occ_escrow_value(Datum d, Oid type)
 }
 
 /*
- * occ_escrow_read: the row's value, column plus ledger rows, as snapshot
- * sees them; *ledger_rows counts the latter
+ * occ_escrow_read_row: the column's value in the row of key, as snapshot
+ * sees it; *ours when it is a version this transaction made
  */
 static int64
-occ_escrow_read(Relation rel, const OccReservable *decl, Datum key, const char *keytext,
-				Snapshot snapshot, int *ledger_rows)
+occ_escrow_read_row(Relation rel, const OccReservable *decl, Datum key, const char *keytext,
+					Snapshot snapshot, bool *ours)
 {
-	ScanKeyData skey[3];
+	ScanKeyData skey;
 	SysScanDesc scan;
 	HeapTuple	tuple;
-	Relation	ledger;
 	int64		value;
-	NameData	col;
 	bool		isnull;
 
-	ScanKeyInit(&skey[0], decl->pkattnum, BTEqualStrategyNumber, decl->pkeqproc, key);
-	skey[0].sk_collation = decl->pkcollation;
-	scan = systable_beginscan(rel, decl->pkindex, true, snapshot, 1, skey);
+	ScanKeyInit(&skey, decl->pkattnum, BTEqualStrategyNumber, decl->pkeqproc, key);
+	skey.sk_collation = decl->pkcollation;
+	scan = systable_beginscan(rel, decl->pkindex, true, snapshot, 1, &skey);
 	tuple = systable_getnext(scan);
 	if (!HeapTupleIsValid(tuple))
 		ereport(ERROR,
 				(errcode(ERRCODE_NO_DATA_FOUND),
-				 errmsg("no row of \"%s\" has the key %s", RelationGetRelationName(rel), keytext),
-				 errhint("A reservation changes an existing row; insert it first.")));
+				 errmsg("no committed row of \"%s\" has the key %s", RelationGetRelationName(rel), keytext),
+				 errhint("A reservation changes a row that exists and has committed; insert it first, in a transaction of its own.")));
+	*ours = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data));
 	value = occ_escrow_value(heap_getattr(tuple, decl->attnum, RelationGetDescr(rel), &isnull),
 							 decl->atttype);
 	systable_endscan(scan);
+	return value;
+}
 
-	namestrcpy(&col, get_attname(decl->relid, decl->attnum, false));
-	ledger = occ_escrow_ledger(AccessShareLock);
-	ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(decl->relid));
-	ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_NAMEEQ, NameGetDatum(&col));
-	ScanKeyInit(&skey[2], 3, BTEqualStrategyNumber, F_TEXTEQ, CStringGetTextDatum(keytext));
-	skey[2].sk_collation = C_COLLATION_OID;
-	scan = systable_beginscan(ledger, InvalidOid, false, snapshot, 3, skey);
-	*ledger_rows = 0;
-	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+/*
+ * occ_escrow_read_ledger: add the row's ledger rows, as snapshot sees them,
+ * to *value; *ours when one is this transaction's
+ */
+static int
+occ_escrow_read_ledger(Relation rel, const OccReservable *decl, const char *keytext,
+					   Snapshot snapshot, int64 *value, bool *ours)
+{
+	Relation	ledger = occ_ledger_open(AccessShareLock);
+	TableScanDesc scan;
+	HeapTuple	tuple;
+	int			n = 0;
+
+	scan = occ_ledger_scan(ledger, snapshot, decl->relid,
+						   get_attname(decl->relid, decl->attnum, false), keytext);
+	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
-		int64		delta = DatumGetInt64(heap_getattr(tuple, 4, RelationGetDescr(ledger), &isnull));
+		OccLedgerRow lr;
 
-		if (pg_add_s64_overflow(value, delta, &value))
+		occ_ledger_row(ledger, tuple, &lr);
+		*ours |= lr.ours;
+		if (pg_add_s64_overflow(*value, lr.delta, value))
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("the reserved value of \"%s\" overflows bigint", RelationGetRelationName(rel))));
-		(*ledger_rows)++;
+		n++;
 	}
-	systable_endscan(scan);
+	table_endscan(scan);
 	table_close(ledger, AccessShareLock);
+	return n;
+}
+
+/*
+ * occ_escrow_read_snapshot: the row's value, column plus ledger rows, as
+ * snapshot sees them; *ledger_rows counts the latter, *ours tells whether
+ * it saw a version or a ledger row of this transaction's
+ */
+int64
+occ_escrow_read_snapshot(Relation rel, const OccReservable *decl, Datum key, const char *keytext,
+						 Snapshot snapshot, int *ledger_rows, bool *ours)
+{
+	int64		value;
+
+	*ours = false;
+	value = occ_escrow_read_row(rel, decl, key, keytext, snapshot, ours);
+	*ledger_rows = occ_escrow_read_ledger(rel, decl, keytext, snapshot, &value, ours);
+	return value;
+}
+
+/*
+ * occ_escrow_read: the row's committed value, column plus ledger rows, with
+ * nothing of this transaction's; *ledger_rows counts the latter
+ */
+static int64
+occ_escrow_read(Relation rel, const OccReservable *decl, Datum key, const char *keytext,
+				int *ledger_rows)
+{
+	bool		ours;
+	int64		value;
+	Snapshot	snapshot;
+
+	value = occ_escrow_read_snapshot(rel, decl, key, keytext, SnapshotSelf, ledger_rows, &ours);
+	if (!ours)
+		return value;
+	/* the latest commits, and none of this transaction's commands */
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	snapshot->curcid = FirstCommandId;
+	value = occ_escrow_read_snapshot(rel, decl, key, keytext, snapshot, ledger_rows, &ours);
+	UnregisterSnapshot(snapshot);
 	return value;
 }
 
@@ -331,107 +363,178 @@ occ_escrow_pause(void)
 }
 
 /*
- * occ_escrow_load: fill row's committed value from the tables, never from
- * half a fold (fold.c's generation unchanged around the read)
+ * occ_escrow_read_stable: occ_escrow_read, never from half a fold (fold.c's
+ * generation unchanged around the read); *waits counts the retries
  */
-static void
-occ_escrow_load(OccEscrowRow *row, Relation rel, const OccReservable *decl, Datum key)
+int64
+occ_escrow_read_stable(Relation rel, const OccReservable *decl, Datum key, const char *keytext,
+					   int *waits)
 {
 	int64		value;
 	int			ledger_rows;
-	int			waits = 0;
 	uint64		generation;
 
 	for (;;)
 	{
 		if (!occ_fold_stable_begin(decl->relid, &generation))
 		{
-			waits++;
+			(*waits)++;
 			occ_escrow_pause();
 			continue;
 		}
-		value = occ_escrow_read(rel, decl, key, row->tag.key, SnapshotSelf, &ledger_rows);
+		value = occ_escrow_read(rel, decl, key, keytext, &ledger_rows);
 		if (occ_fold_stable_end(decl->relid, generation))
 			break;
-		waits++;
+		(*waits)++;
 	}
+	if (ledger_rows > 0)
+		occ_fold_committed();
+	return value;
+}
+
+/* occ_escrow_load: fill row's committed value from the tables */
+static void
+occ_escrow_load(OccEscrowRow *row, Relation rel, const OccReservable *decl, Datum key)
+{
+	int			waits = 0;
+	int64		value = occ_escrow_read_stable(rel, decl, key, row->tag.key, &waits);
+
 	SpinLockAcquire(&row->mutex);
 	row->committed = value;
 	row->waits += waits;
 	row->loaded = true;
 	row->loader = 0;
 	SpinLockRelease(&row->mutex);
-	if (ledger_rows > 0)
-		occ_fold_committed();
 }
 
-/*
- * occ_escrow_row: the loaded entry of tag, entered and loaded if need be;
- * *waits counts the waits for another backend's load
- */
-static OccEscrowRow *
-occ_escrow_row(const OccEscrowTag *tag, Relation rel, const OccReservable *decl, Datum key,
-			   int *waits)
+/* occ_escrow_enter: enter tag's entry and load it; false when the table is full */
+static bool
+occ_escrow_enter(const OccEscrowTag *tag, Relation rel, const OccReservable *decl, Datum key)
 {
 	static bool exit_hooked = false;
 	OccEscrowRow *row;
 	bool		found;
+
+	LWLockAcquire(occ_escrow_lock, LW_EXCLUSIVE);
+	row = hash_search(occ_escrow_rows, tag, HASH_ENTER_NULL, &found);
+	if (row == NULL && occ_escrow_evict())
+		row = hash_search(occ_escrow_rows, tag, HASH_ENTER_NULL, &found);
+	if (row == NULL || found)
+	{
+		LWLockRelease(occ_escrow_lock);
+		return row != NULL;
+	}
+	memset(((char *) row) + sizeof(OccEscrowTag), 0, sizeof(OccEscrowRow) - sizeof(OccEscrowTag));
+	SpinLockInit(&row->mutex);
+	row->loader = MyProcPid;
+	LWLockRelease(occ_escrow_lock);
+	if (!exit_hooked)
+		before_shmem_exit(occ_escrow_exit, (Datum) 0);
+	exit_hooked = true;
+	occ_escrow_loading = row;
+	PG_TRY();
+	{
+		occ_escrow_load(row, rel, decl, key);
+	}
+	PG_CATCH();
+	{
+		occ_escrow_loading = NULL;
+		occ_escrow_remove(row);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	occ_escrow_loading = NULL;
+	return true;
+}
+
+/*
+ * occ_escrow_row: the loaded entry of tag, entered and loaded if need be,
+ * returned with the escrow lock held (shared: occ_escrow_take or
+ * occ_escrow_release releases it); NULL when the table is full of rows in
+ * flight.  *waits counts the waits for another backend's load.
+ */
+OccEscrowRow *
+occ_escrow_row(const OccEscrowTag *tag, Relation rel, const OccReservable *decl, Datum key,
+			   int *waits)
+{
+	OccEscrowRow *row;
 
 	for (;;)
 	{
 		LWLockAcquire(occ_escrow_lock, LW_SHARED);
 		row = hash_search(occ_escrow_rows, tag, HASH_FIND, NULL);
 		if (row != NULL && row->loaded)
-		{
-			/* the caller registers with the row before releasing the lock */
 			return row;
-		}
 		LWLockRelease(occ_escrow_lock);
 		if (row != NULL)
 		{
 			(*waits)++;
 			occ_escrow_pause();
-			continue;
 		}
-		LWLockAcquire(occ_escrow_lock, LW_EXCLUSIVE);
-		row = hash_search(occ_escrow_rows, tag, HASH_ENTER_NULL, &found);
-		if (row == NULL && occ_escrow_evict())
-			row = hash_search(occ_escrow_rows, tag, HASH_ENTER_NULL, &found);
-		if (row == NULL)
-		{
-			LWLockRelease(occ_escrow_lock);
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("too many rows with reservations in flight"),
-					 errdetail("pg_occ tracks at most %d rows (occ.reservable_rows).", occ_reservable_rows),
-					 errhint("Raise occ.reservable_rows (needs a restart), or end the transactions that hold reservations.")));
-		}
-		if (found)
-		{
-			LWLockRelease(occ_escrow_lock);
-			continue;
-		}
-		memset(((char *) row) + sizeof(OccEscrowTag), 0, sizeof(OccEscrowRow) - sizeof(OccEscrowTag));
-		SpinLockInit(&row->mutex);
-		row->loader = MyProcPid;
-		LWLockRelease(occ_escrow_lock);
-		if (!exit_hooked)
-			before_shmem_exit(occ_escrow_exit, (Datum) 0);
-		exit_hooked = true;
-		occ_escrow_loading = row;
-		PG_TRY();
-		{
-			occ_escrow_load(row, rel, decl, key);
-		}
-		PG_CATCH();
-		{
-			occ_escrow_loading = NULL;
-			occ_escrow_remove(row);
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-		occ_escrow_loading = NULL;
+		else if (!occ_escrow_enter(tag, rel, decl, key))
+			return NULL;
 	}
+}
+
+/* occ_escrow_release: release the lock that occ_escrow_row returned with */
+void
+occ_escrow_release(void)
+{
+	LWLockRelease(occ_escrow_lock);
+}
+
+/* occ_escrow_committed: row's committed value */
+int64
+occ_escrow_committed(OccEscrowRow *row)
+{
+	int64		value;
+
+	SpinLockAcquire(&row->mutex);
+	value = row->committed;
+	SpinLockRelease(&row->mutex);
+	return value;
+}
+
+/*
+ * occ_escrow_share: count one more row in flight against this backend's
+ * database and session role; false (nothing counted) when either has its
+ * share already
+ */
+static bool
+occ_escrow_share(void)
+{
+	OccEscrowShare *mine = &occ_escrow_shares[occ_my_procno()];
+	Oid			role = GetSessionUserId();
+	int			db_rows = 0;
+	int			role_rows = 0;
+	bool		room;
+
+	LWLockAcquire(occ_escrow_share_lock, LW_EXCLUSIVE);
+	for (int i = 0; i < MaxBackends; i++)
+	{
+		db_rows += occ_escrow_shares[i].dbid == MyDatabaseId ? occ_escrow_shares[i].rows : 0;
+		role_rows += occ_escrow_shares[i].roleid == role ? occ_escrow_shares[i].rows : 0;
+	}
+	room = db_rows < Max(occ_reservable_rows / 2, 1) && role_rows < Max(occ_reservable_rows / 4, 1);
+	if (room)
+	{
+		mine->dbid = MyDatabaseId;
+		mine->roleid = role;
+		mine->rows++;
+	}
+	LWLockRelease(occ_escrow_share_lock);
+	return room;
+}
+
+/* occ_escrow_unshare: rows rows of this backend's are in flight no more */
+static void
+occ_escrow_unshare(int rows)
+{
+	OccEscrowShare *mine = &occ_escrow_shares[occ_my_procno()];
+
+	LWLockAcquire(occ_escrow_share_lock, LW_EXCLUSIVE);
+	mine->rows -= rows;
+	LWLockRelease(occ_escrow_share_lock);
 }
 
 /* occ_escrow_settle: end reservation r, committed or not */
@@ -457,55 +560,126 @@ occ_escrow_xact(XactEvent event, void *arg)
 {
 	ListCell   *lc;
 
-	if (occ_reservations_made == NIL)
+	if (occ_reserved_rows == NULL)
 		return;
 	switch (event)
 	{
 		case XACT_EVENT_PRE_PREPARE:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cannot prepare a transaction that has made reservations"),
-					 errhint("Commit it, or make the reservations in a transaction that is not prepared.")));
+			if (occ_reservations_made != NIL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot prepare a transaction that has made reservations"),
+						 errhint("Commit it, or make the reservations in a transaction that is not prepared.")));
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
 			foreach(lc, occ_reservations_made)
 				occ_escrow_settle(lfirst(lc), event == XACT_EVENT_COMMIT);
-			occ_reservations_made = NIL;
-			if (event == XACT_EVENT_COMMIT)
+			occ_escrow_unshare(hash_get_num_entries(occ_reserved_rows));
+			if (event == XACT_EVENT_COMMIT && occ_reservations_made != NIL)
 				occ_fold_committed();
+			/* both in TopTransactionContext, which goes now */
+			occ_reservations_made = NIL;
+			occ_reserved_rows = NULL;
 			break;
 		default:
 			break;
 	}
 }
 
+/* occ_escrow_drop_last: drop the transaction's last reservation, not taken or rolled back */
+static void
+occ_escrow_drop_last(void)
+{
+	OccReservation *r = llast(occ_reservations_made);
+	OccReservedRow *rr = hash_search(occ_reserved_rows, &r->row, HASH_FIND, NULL);
+
+	occ_reservations_made = list_delete_last(occ_reservations_made);
+	rr->own -= r->delta;
+	if (--rr->count == 0)
+	{
+		hash_search(occ_reserved_rows, &r->row, HASH_REMOVE, NULL);
+		occ_escrow_unshare(1);
+	}
+}
+
 /*
- * occ_escrow_subxact: a savepoint's rollback drops its reservations; its
- * release hands them to its parent
+ * occ_escrow_subxact: a savepoint's rollback drops its reservations: those
+ * taken since it began (and in the subtransactions it holds, whose IDs are
+ * greater), the last ones of the list
  */
 static void
 occ_escrow_subxact(SubXactEvent event, SubTransactionId mySubid,
 				   SubTransactionId parentSubid, void *arg)
 {
-	ListCell   *lc;
-
-	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
+	if (event != SUBXACT_EVENT_ABORT_SUB)
 		return;
-	foreach(lc, occ_reservations_made)
+	while (occ_reservations_made != NIL &&
+		   ((OccReservation *) llast(occ_reservations_made))->subid >= mySubid)
 	{
-		OccReservation *r = lfirst(lc);
-
-		if (r->subid != mySubid)
-			continue;
-		if (event == SUBXACT_EVENT_COMMIT_SUB)
-			r->subid = parentSubid;
-		else
-		{
-			occ_escrow_settle(r, false);
-			occ_reservations_made = foreach_delete_current(occ_reservations_made, lc);
-		}
+		occ_escrow_settle(llast(occ_reservations_made), false);
+		occ_escrow_drop_last();
 	}
+}
+
+/*
+ * occ_escrow_join: r joins the transaction's reservations, its row counted
+ * against the shares if new to the transaction; errors when it is over
+ */
+static void
+occ_escrow_join(OccReservation *r)
+{
+	static bool hooked = false;
+	OccReservedRow *rr;
+	bool		found;
+	MemoryContext old;
+
+	if (!hooked)
+	{
+		RegisterXactCallback(occ_escrow_xact, NULL);
+		RegisterSubXactCallback(occ_escrow_subxact, NULL);
+		hooked = true;
+	}
+	if (occ_reserved_rows == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(OccEscrowRow *);
+		ctl.entrysize = sizeof(OccReservedRow);
+		ctl.hcxt = TopTransactionContext;
+		occ_reserved_rows = hash_create("pg_occ reserved rows", 16, &ctl,
+										HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	rr = hash_search(occ_reserved_rows, &r->row, HASH_FIND, NULL);
+	if (rr == NULL && !occ_escrow_share())
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many rows with reservations in flight for this database or role"),
+				 errdetail("A database may have reservations in flight on half of occ.reservable_rows (%d) rows, a role on a quarter.",
+						   occ_reservable_rows),
+				 errhint("End the transactions that hold reservations, or raise occ.reservable_rows (needs a restart).")));
+	if (rr == NULL)
+	{
+		rr = hash_search(occ_reserved_rows, &r->row, HASH_ENTER, &found);
+		rr->own = 0;
+		rr->count = 0;
+	}
+	rr->own += r->delta;
+	rr->count++;
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	occ_reservations_made = lappend(occ_reservations_made, r);
+	MemoryContextSwitchTo(old);
+}
+
+/* occ_escrow_own: this transaction's pending change of row */
+int64
+occ_escrow_own(OccEscrowRow *row)
+{
+	OccReservedRow *rr = occ_reserved_rows == NULL ? NULL :
+		hash_search(occ_reserved_rows, &row, HASH_FIND, NULL);
+
+	return rr == NULL ? 0 : rr->own;
 }
 
 /* occ_escrow_refuse: the error for a reservation that could break a bound */
@@ -525,53 +699,10 @@ occ_escrow_refuse(Relation rel, const OccReservable *decl, const char *keytext, 
 			 errtableconstraint(rel, lower ? decl->lower_name : decl->upper_name)));
 }
 
-/*
- * occ_escrow_take: reserve delta of row if the bounds hold in the worst
- * case (under the escrow lock, shared, which this releases); errors
- * otherwise.  r joins the transaction's reservations first, so that nothing
- * can fail between counting it in flight and its being settled at the end.
- */
-static void
-occ_escrow_take(OccEscrowRow *row, Relation rel, const OccReservable *decl, const char *keytext,
-				int64 delta, OccReservation *r, int waits)
+/* occ_escrow_out_of_range: the error for a reservation that could leave the column's type */
+pg_noreturn static void
+occ_escrow_out_of_range(Relation rel, const OccReservable *decl, int64 delta)
 {
-	int64		committed;
-	int64		in_flight;
-	int64		worst;
-	bool		lower = delta < 0;
-	bool		overflow;
-	bool		broken;
-
-	r->row = row;
-	occ_reservations_made = lappend(occ_reservations_made, r);
-	SpinLockAcquire(&row->mutex);
-	committed = row->committed;
-	in_flight = lower ? row->down : row->up;
-	overflow = pg_add_s64_overflow(committed, in_flight, &worst) ||
-		pg_add_s64_overflow(worst, delta, &worst) ||
-		(decl->atttype == INT2OID && (worst < PG_INT16_MIN || worst > PG_INT16_MAX)) ||
-		(decl->atttype == INT4OID && (worst < PG_INT32_MIN || worst > PG_INT32_MAX));
-	broken = !overflow && ((lower && decl->has_lower && worst < decl->lower) ||
-						   (!lower && decl->has_upper && worst > decl->upper));
-	row->waits += waits;
-	if (overflow || broken)
-		row->refusals++;
-	else
-	{
-		if (lower)
-			row->down += delta;
-		else
-			row->up += delta;
-		row->in_flight++;
-		row->reservations++;
-	}
-	SpinLockRelease(&row->mutex);
-	LWLockRelease(occ_escrow_lock);
-	if (!overflow && !broken)
-		return;
-	occ_reservations_made = list_delete_last(occ_reservations_made);
-	if (broken)
-		occ_escrow_refuse(rel, decl, keytext, delta, committed, in_flight, lower);
 	ereport(ERROR,
 			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 			 errmsg("reservation of %lld on \"%s\" of \"%s\" could take it out of range for type %s",
@@ -580,251 +711,138 @@ occ_escrow_take(OccEscrowRow *row, Relation rel, const OccReservable *decl, cons
 			 errhint("Add a CHECK constraint that bounds the column, or make it bigint.")));
 }
 
-/* occ_escrow_append: insert the ledger row of a reservation */
-static void
-occ_escrow_append(const OccReservable *decl, const char *keytext, int64 delta)
-{
-	Relation	ledger = occ_escrow_ledger(RowExclusiveLock);
-	Datum		values[4];
-	bool		nulls[4] = {false, false, false, false};
-	NameData	col;
-	HeapTuple	tuple;
-
-	if (RelationGetDescr(ledger)->natts != 4)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("occ.reservation_ledger has been altered"),
-				 errhint("Reinstall pg_occ.")));
-	namestrcpy(&col, get_attname(decl->relid, decl->attnum, false));
-	values[0] = ObjectIdGetDatum(decl->relid);
-	values[1] = NameGetDatum(&col);
-	values[2] = CStringGetTextDatum(keytext);
-	values[3] = Int64GetDatum(delta);
-	tuple = heap_form_tuple(RelationGetDescr(ledger), values, nulls);
-	simple_heap_insert(ledger, tuple);
-	table_close(ledger, NoLock);
-}
-
 /*
- * occ_escrow_key: the primary key's value, from the argument argno of any
- * type, as the key's type and as its text (the entry's key)
- */
-static Datum
-occ_escrow_key(FunctionCallInfo fcinfo, int argno, const OccReservable *decl, OccEscrowTag *tag)
-{
-	Oid			argtype = get_fn_expr_argtype(fcinfo->flinfo, argno);
-	Datum		key = PG_GETARG_DATUM(argno);
-	char	   *text;
-
-	if (argtype != decl->pktype)
-	{
-		Oid			output;
-		bool		varlena;
-
-		getTypeOutputInfo(argtype, &output, &varlena);
-		key = OidInputFunctionCall(decl->pkinput, OidOutputFunctionCall(output, key),
-								   decl->pkioparam, -1);
-	}
-	text = OidOutputFunctionCall(decl->pkoutput, key);
-	if (strlen(text) >= OCC_ESCROW_KEYLEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("a reservable row's key has at most %d bytes as text", OCC_ESCROW_KEYLEN - 1),
-				 errhint("Use a shorter primary key.")));
-	memset(tag, 0, sizeof(*tag));
-	tag->dbid = MyDatabaseId;
-	tag->relid = decl->relid;
-	tag->attnum = decl->attnum;
-	strlcpy(tag->key, text, OCC_ESCROW_KEYLEN);
-	return key;
-}
-
-/* occ_escrow_require_preload: reservations keep their entries in shared memory */
-static void
-occ_escrow_require_preload(void)
-{
-	if (occ_escrow_rows == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("reservations need pg_occ in shared_preload_libraries"),
-				 errhint("Add pg_occ to shared_preload_libraries and restart the server.")));
-}
-
-/*
- * occ.reserve(rel regclass, col name, key anycompatible, delta bigint): change
- * the row of rel whose primary key is key by delta, at commit, without
- * waiting for the other transactions that change it
- */
-Datum
-occ_reserve(PG_FUNCTION_ARGS)
-{
-	static bool hooked = false;
-	Relation	rel;
-	const OccReservable *decl;
-	OccEscrowTag tag;
-	OccEscrowRow *row;
-	OccReservation *r;
-	Datum		key;
-	int64		delta;
-	int			waits = 0;
-
-	occ_reservable_require_args(fcinfo, 4, "occ.reserve()");
-	occ_escrow_require_preload();
-	PreventCommandIfReadOnly("occ.reserve()");
-	PreventCommandIfParallelMode("occ.reserve()");
-	PreventCommandDuringRecovery("occ.reserve()");
-	rel = table_open(PG_GETARG_OID(0), RowExclusiveLock);
-	occ_reservable_check_any(rel, true);
-	decl = occ_reservable_get(rel, NameStr(*PG_GETARG_NAME(1)));
-	occ_reservable_check_access(rel, decl, true);
-	delta = PG_GETARG_INT64(3);
-	key = occ_escrow_key(fcinfo, 2, decl, &tag);
-	if (!hooked)
-	{
-		RegisterXactCallback(occ_escrow_xact, NULL);
-		RegisterSubXactCallback(occ_escrow_subxact, NULL);
-		hooked = true;
-	}
-	r = MemoryContextAlloc(TopTransactionContext, sizeof(OccReservation));
-	r->delta = delta;
-	r->subid = GetCurrentSubTransactionId();
-	(void) GetCurrentTransactionId();
-	row = occ_escrow_row(&tag, rel, decl, key, &waits);
-	{
-		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
-
-		occ_escrow_take(row, rel, decl, tag.key, delta, r, waits);
-		MemoryContextSwitchTo(old);
-	}
-	occ_escrow_append(decl, tag.key, delta);
-	table_close(rel, NoLock);
-	PG_RETURN_VOID();
-}
-
-/* occ_escrow_own: this transaction's pending change of row */
-static int64
-occ_escrow_own(const OccEscrowRow *row)
-{
-	ListCell   *lc;
-	int64		own = 0;
-
-	foreach(lc, occ_reservations_made)
-	{
-		OccReservation *r = lfirst(lc);
-
-		if (r->row == row)
-			own += r->delta;
-	}
-	return own;
-}
-
-/*
- * occ.reserved_value(rel regclass, col name, key anycompatible): the row's
- * committed value plus this transaction's own reservations; on a standby,
- * the value as the transaction's snapshot sees the tables
- */
-Datum
-occ_reserved_value(PG_FUNCTION_ARGS)
-{
-	Relation	rel;
-	const OccReservable *decl;
-	OccEscrowTag tag;
-	OccEscrowRow *row;
-	Datum		key;
-	int64		value;
-	int			waits = 0;
-
-	occ_reservable_require_args(fcinfo, 3, "occ.reserved_value()");
-	rel = table_open(PG_GETARG_OID(0), AccessShareLock);
-	occ_reservable_check_any(rel, false);
-	decl = occ_reservable_get(rel, NameStr(*PG_GETARG_NAME(1)));
-	occ_reservable_check_access(rel, decl, false);
-	key = occ_escrow_key(fcinfo, 2, decl, &tag);
-	if (RecoveryInProgress())
-	{
-		int			ledger_rows;
-
-		value = occ_escrow_read(rel, decl, key, tag.key, GetActiveSnapshot(), &ledger_rows);
-		table_close(rel, AccessShareLock);
-		PG_RETURN_INT64(value);
-	}
-	occ_escrow_require_preload();
-	row = occ_escrow_row(&tag, rel, decl, key, &waits);
-	SpinLockAcquire(&row->mutex);
-	value = row->committed;
-	SpinLockRelease(&row->mutex);
-	LWLockRelease(occ_escrow_lock);
-	value += occ_escrow_own(row);
-	table_close(rel, AccessShareLock);
-	PG_RETURN_INT64(value);
-}
-
-/*
- * occ_escrow_may_read: may the current role read column attnum of relid and
- * the primary key that names its rows (the key that occ.reservations shows)?
- * A table whose primary key has gone needs SELECT on the whole table.
+ * occ_escrow_worst: would row's value stay in the column's type and bounds
+ * with delta and every reservation in flight that moves the same way
+ * committed? (row's mutex held)  *bound: which would break (-1 the lower
+ * bound, 1 the upper, 2 the type's range)
  */
 static bool
-occ_escrow_may_read(Oid relid, AttrNumber attnum)
+occ_escrow_worst(const OccEscrowRow *row, const OccReservable *decl, int64 delta, int *bound)
 {
-	Oid			constraint;
-	Bitmapset  *pk = get_primary_key_attnos(relid, true, &constraint);
+	int64		worst;
+	int64		tmin = decl->atttype == INT2OID ? PG_INT16_MIN :
+		decl->atttype == INT4OID ? PG_INT32_MIN : PG_INT64_MIN;
+	int64		tmax = decl->atttype == INT2OID ? PG_INT16_MAX :
+		decl->atttype == INT4OID ? PG_INT32_MAX : PG_INT64_MAX;
 
-	if (bms_num_members(pk) != 1)
-		return pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
-	return occ_reservable_may_read(relid, attnum,
-								   bms_singleton_member(pk) + FirstLowInvalidHeapAttributeNumber);
+	*bound = 2;
+	if (pg_add_s64_overflow(row->committed, delta < 0 ? row->down : row->up, &worst) ||
+		pg_add_s64_overflow(worst, delta, &worst) || worst < tmin || worst > tmax)
+		return false;
+	*bound = delta < 0 ? -1 : 1;
+	return delta < 0 ? !decl->has_lower || worst >= decl->lower :
+		!decl->has_upper || worst <= decl->upper;
 }
 
 /*
- * occ.reservations(): each row's entry in this database, for the columns
- * the caller may read: committed value, what is in flight, the counts
+ * occ_escrow_take: reserve delta of row (entered by occ_escrow_row, whose
+ * lock this releases) if the bounds hold in the worst case, or whatever
+ * they say if forced (a change that committed elsewhere: a subscription's
+ * apply); errors otherwise.  The reservation joins the transaction's
+ * first, so that nothing can fail between counting it in flight and its
+ * being settled at the end.
  */
-Datum
-occ_reservations(PG_FUNCTION_ARGS)
+void
+occ_escrow_take(OccEscrowRow *row, Relation rel, const OccReservable *decl, const char *keytext,
+				int64 delta, bool forced, int waits)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	OccReservation *r;
+	int64		committed;
+	int64		in_flight;
+	int			bound;
+	bool		taken;
+
+	PG_TRY();
+	{
+		r = MemoryContextAlloc(TopTransactionContext, sizeof(OccReservation));
+		r->row = row;
+		r->delta = delta;
+		r->subid = GetCurrentSubTransactionId();
+		occ_escrow_join(r);
+	}
+	PG_CATCH();
+	{
+		LWLockRelease(occ_escrow_lock);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	SpinLockAcquire(&row->mutex);
+	committed = row->committed;
+	in_flight = delta < 0 ? row->down : row->up;
+	taken = forced || occ_escrow_worst(row, decl, delta, &bound);
+	row->waits += waits;
+	if (!taken)
+		row->refusals++;
+	else
+	{
+		if (delta < 0)
+			row->down += delta;
+		else
+			row->up += delta;
+		row->in_flight++;
+		row->reservations++;
+	}
+	SpinLockRelease(&row->mutex);
+	LWLockRelease(occ_escrow_lock);
+	if (taken)
+		return;
+	occ_escrow_drop_last();
+	if (bound == 2)
+		occ_escrow_out_of_range(rel, decl, delta);
+	occ_escrow_refuse(rel, decl, keytext, delta, committed, in_flight, bound < 0);
+}
+
+/* occ_escrow_report_fold: the fold's last error on the row of key, or NULL when folded */
+void
+occ_escrow_report_fold(Oid relid, AttrNumber attnum, const char *key, const char *error)
+{
+	OccEscrowTag tag;
+	OccEscrowRow *row;
+
+	if (occ_escrow_rows == NULL || strlen(key) >= OCC_ESCROW_KEYLEN)
+		return;
+	memset(&tag, 0, sizeof(tag));
+	tag.dbid = MyDatabaseId;
+	tag.relid = relid;
+	tag.attnum = attnum;
+	strlcpy(tag.key, key, OCC_ESCROW_KEYLEN);
+	LWLockAcquire(occ_escrow_lock, LW_SHARED);
+	row = hash_search(occ_escrow_rows, &tag, HASH_FIND, NULL);
+	if (row != NULL)
+	{
+		SpinLockAcquire(&row->mutex);
+		row->fold_failures += error != NULL ? 1 : 0;
+		strlcpy(row->fold_error, error != NULL ? error : "", sizeof(row->fold_error));
+		SpinLockRelease(&row->mutex);
+	}
+	LWLockRelease(occ_escrow_lock);
+}
+
+/*
+ * occ_escrow_copy: copies of this database's loaded entries, at most max;
+ * returns how many
+ */
+int
+occ_escrow_copy(OccEscrowRow *copies, int max)
+{
 	HASH_SEQ_STATUS status;
 	OccEscrowRow *row;
-	OccEscrowRow *copies;
 	int			n = 0;
 
-	InitMaterializedSRF(fcinfo, 0);
 	if (occ_escrow_rows == NULL)
-		return (Datum) 0;
-	copies = palloc(sizeof(OccEscrowRow) * occ_reservable_rows);
+		return 0;
 	LWLockAcquire(occ_escrow_lock, LW_SHARED);
 	hash_seq_init(&status, occ_escrow_rows);
 	while ((row = hash_seq_search(&status)) != NULL)
 	{
-		if (row->tag.dbid != MyDatabaseId || n >= occ_reservable_rows)
+		if (row->tag.dbid != MyDatabaseId || n >= max)
 			continue;
 		SpinLockAcquire(&row->mutex);
-		copies[n++] = *row;
+		if (row->loaded)
+			copies[n++] = *row;
 		SpinLockRelease(&row->mutex);
 	}
 	LWLockRelease(occ_escrow_lock);
-	for (int i = 0; i < n; i++)
-	{
-		Datum		values[10];
-		bool		nulls[10] = {0};
-		char	   *attname = get_attname(copies[i].tag.relid, copies[i].tag.attnum, true);
-
-		if (!copies[i].loaded || attname == NULL ||
-			!occ_escrow_may_read(copies[i].tag.relid, copies[i].tag.attnum))
-			continue;
-		values[0] = ObjectIdGetDatum(copies[i].tag.relid);
-		values[1] = CStringGetDatum(attname);
-		values[1] = DirectFunctionCall1(namein, values[1]);
-		values[2] = CStringGetTextDatum(copies[i].tag.key);
-		values[3] = Int64GetDatum(copies[i].committed);
-		values[4] = Int64GetDatum(copies[i].down);
-		values[5] = Int64GetDatum(copies[i].up);
-		values[6] = Int32GetDatum(copies[i].in_flight);
-		values[7] = Int64GetDatum(copies[i].reservations);
-		values[8] = Int64GetDatum(copies[i].refusals);
-		values[9] = Int64GetDatum(copies[i].waits);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	return (Datum) 0;
+	return n;
 }

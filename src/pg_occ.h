@@ -50,15 +50,23 @@
 #include "nodes/params.h"
 #include "nodes/pg_list.h"
 #include "portability/instr_time.h"
+#include "storage/itemptr.h"
 #include "storage/lock.h"
+#include "storage/spin.h"
 #include "tcop/dest.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/relcache.h"
 #include "utils/reltrigger.h"
+#include "utils/snapshot.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
+
+/* the fold adds up reservations in 128 bits (fold_apply.c) */
+#ifndef HAVE_INT128
+#error "pg_occ needs a 128-bit integer type"
+#endif
 
 /* How occ.retry handles contention, in the order of occ.contention's options */
 typedef enum OccContention
@@ -603,7 +611,6 @@ typedef struct OccReservable
 	char		upper_name[NAMEDATALEN];
 } OccReservable;
 
-extern bool occ_folding;
 extern const OccReservable *occ_reservable_get(Relation rel, const char *colname);
 extern bool occ_reservable_is_guard(const Trigger *trigger, const char *colname);
 extern bool occ_reservable_declared(Relation rel, const char *colname);
@@ -613,16 +620,89 @@ extern bool occ_reservable_may_read(Oid relid, AttrNumber attnum, AttrNumber pka
 extern void occ_reservable_check_any(Relation rel, bool write);
 extern void occ_reservable_check_access(Relation rel, const OccReservable *decl, bool write);
 
-/* escrow.c: reservations, their bounds and their accounting */
+/* ledger.c: occ.reservation_ledger, below SQL */
+typedef struct OccLedgerRow
+{
+	Oid			relid;
+	char	   *col;
+	char	   *key;
+	int64		delta;
+	ItemPointerData tid;
+	bool		ours;			/* inserted by the current transaction */
+} OccLedgerRow;
+
+extern Oid	occ_ledger_oid(void);
+extern Relation occ_ledger_open(LOCKMODE mode);
+extern void occ_ledger_append(Oid relid, const char *col, const char *key, int64 delta);
+extern struct TableScanDescData *occ_ledger_scan(Relation ledger, Snapshot snapshot, Oid relid,
+												 const char *col, const char *key);
+extern void occ_ledger_row(Relation ledger, HeapTuple tuple, OccLedgerRow *row);
+extern void occ_ledger_delete_rows(Relation ledger, Oid relid, const char *col);
+
+/* escrow.c: the rows' entries, and the transaction's reservations */
+#define OCC_ESCROW_KEYLEN 256	/* a primary key's text, at most, with its NUL */
+
+typedef struct OccEscrowTag
+{
+	Oid			dbid;
+	Oid			relid;
+	AttrNumber	attnum;
+	char		key[OCC_ESCROW_KEYLEN]; /* the key's text, zero-padded */
+} OccEscrowTag;
+
+typedef struct OccEscrowRow
+{
+	OccEscrowTag tag;
+	slock_t		mutex;			/* the fields below */
+	bool		loaded;			/* committed is known */
+	pid_t		loader;			/* the backend loading it, until loaded */
+	int64		committed;		/* column + committed ledger rows */
+	int64		down;			/* in-flight decrements, <= 0 */
+	int64		up;				/* in-flight increments, >= 0 */
+	int32		in_flight;		/* reservations in flight */
+	int64		reservations;	/* taken, since it entered */
+	int64		refusals;
+	int64		waits;			/* for another's load or a fold */
+	int64		fold_failures;	/* folds of the row that failed */
+	char		fold_error[96]; /* the last one's error, "" once folded */
+} OccEscrowRow;
+
 extern int	occ_reservable_rows;
 extern Size occ_escrow_shmem_size(void);
 extern void occ_escrow_shmem_request(void);
 extern void occ_escrow_shmem_init(void);
+extern bool occ_escrow_ready(void);
+extern void occ_escrow_require_preload(void);
 extern void occ_escrow_forget(Oid relid, AttrNumber attnum);
-extern Oid	occ_escrow_ledger_oid(void);
+extern int64 occ_escrow_read_snapshot(Relation rel, const OccReservable *decl, Datum key,
+									  const char *keytext, Snapshot snapshot, int *ledger_rows,
+									  bool *ours);
+extern int64 occ_escrow_read_stable(Relation rel, const OccReservable *decl, Datum key,
+									const char *keytext, int *waits);
+extern OccEscrowRow *occ_escrow_row(const OccEscrowTag *tag, Relation rel,
+									const OccReservable *decl, Datum key, int *waits);
+extern void occ_escrow_release(void);
+extern int64 occ_escrow_committed(OccEscrowRow *row);
+extern int64 occ_escrow_own(OccEscrowRow *row);
+extern void occ_escrow_take(OccEscrowRow *row, Relation rel, const OccReservable *decl,
+							const char *keytext, int64 delta, bool forced, int waits);
+extern void occ_escrow_report_fold(Oid relid, AttrNumber attnum, const char *key,
+								   const char *error);
+extern int	occ_escrow_copy(OccEscrowRow *copies, int max);
 
-/* declare.c: declarations, and the DDL that would undo them */
-extern void occ_declare_init(void);
+/* reserve.c: occ.reserve() and the other SQL of reservations */
+extern void occ_escrow_replicated(Relation rel, const OccReservable *decl, const char *key,
+								  int64 delta);
+
+/* guard.c: the guard trigger */
+extern void occ_guard_allow_fold(const OccReservable *decl, const char *key, int128 delta);
+
+/* ddl.c: reservable columns under DDL */
+extern void occ_ddl_init(void);
+
+/* fold_apply.c: a column's committed reservations applied to its table */
+typedef void (*OccFoldReport) (Oid relid, AttrNumber attnum, const char *key, ErrorData *edata);
+extern int	occ_fold_apply(Relation rel, const char *col, bool each_row, OccFoldReport report);
 
 /* fold.c: the background worker that applies committed reservations */
 extern int	occ_fold_interval;
@@ -631,7 +711,8 @@ extern void occ_fold_shmem_init(void);
 extern bool occ_fold_stable_begin(Oid relid, uint64 *generation);
 extern bool occ_fold_stable_end(Oid relid, uint64 generation);
 extern void occ_fold_committed(void);
+
+/* fold_launcher.c: the workers started after a restart, or a worker's exit */
 extern void occ_fold_register_launcher(void);
-extern void occ_fold_now(Relation rel, Oid ledger_owner);
 
 #endif							/* PG_OCC_H */

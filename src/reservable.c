@@ -32,7 +32,10 @@
 #include "access/genam.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
+#include "access/htup_details.h"
+#include "catalog/pg_language.h"
 #include "catalog/pg_opfamily.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
@@ -50,11 +53,10 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
+#include "utils/syscache.h"
 
 #include "compat.h"
 #include "pg_occ.h"
-
-PG_FUNCTION_INFO_V1(occ_reservable_guard);
 
 /* this backend's declarations, by (table, column) */
 typedef struct OccReservableKey
@@ -71,8 +73,6 @@ typedef struct OccReservableEntry
 
 static HTAB *occ_reservables = NULL;
 
-/* the fold's UPDATE, which the guard lets through (fold.c sets it) */
-bool		occ_folding = false;
 
 /* occ_rsv_invalidate: a relcache callback; forget relid's (or all) */
 static void
@@ -90,21 +90,65 @@ occ_rsv_invalidate(Datum arg, Oid relid)
 }
 
 /*
- * occ_reservable_is_guard: is trigger a guard, of column colname (any
- * column's or the TRUNCATE guard when colname is NULL)?
+ * occ_rsv_is_ours: is function foid occ.reservable_guard()?  A C function
+ * whose symbol is ours: only a superuser creates a C function.
+ */
+static bool
+occ_rsv_is_ours(Oid foid)
+{
+	HeapTuple	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(foid));
+	bool		ours = false;
+
+	if (HeapTupleIsValid(tuple))
+	{
+		Form_pg_proc proc = (Form_pg_proc) GETSTRUCT(tuple);
+		bool		isnull;
+		Datum		src = SysCacheGetAttr(PROCOID, tuple, Anum_pg_proc_prosrc, &isnull);
+
+		ours = proc->prolang == ClanguageId && !isnull &&
+			strcmp(TextDatumGetCString(src), "occ_reservable_guard") == 0;
+		ReleaseSysCache(tuple);
+	}
+	return ours;
+}
+
+/*
+ * occ_reservable_is_guard: is trigger a guard: the TRUNCATE guard or a
+ * column's (colname NULL), or the guard of column colname, as
+ * occ.make_reservable() creates it (BEFORE UPDATE OR DELETE FOR EACH ROW,
+ * the column's name its argument)?  A trigger of another shape that calls
+ * the function declares nothing.
  */
 bool
 occ_reservable_is_guard(const Trigger *trigger, const char *colname)
 {
-	Oid			nsp = get_func_namespace(trigger->tgfoid);
-	char	   *fname = get_func_name(trigger->tgfoid);
+	int16		type = trigger->tgtype;
 
-	if (fname == NULL || strcmp(fname, "reservable_guard") != 0 ||
-		nsp != get_namespace_oid("occ", true))
+	if (!occ_rsv_is_ours(trigger->tgfoid))
 		return false;
 	if (colname == NULL)
 		return true;
-	return trigger->tgnargs == 1 && strcmp(trigger->tgargs[0], colname) == 0;
+	return TRIGGER_FOR_ROW(type) && TRIGGER_FOR_BEFORE(type) && TRIGGER_FOR_UPDATE(type) &&
+		TRIGGER_FOR_DELETE(type) && !TRIGGER_FOR_INSERT(type) &&
+		trigger->tgnargs == 1 && strcmp(trigger->tgargs[0], colname) == 0;
+}
+
+/*
+ * occ_rsv_guards_columns: does guard fire on every UPDATE that changes
+ * column attnum or pkattnum (UPDATE OF a list naming both, or no list)?
+ */
+static bool
+occ_rsv_guards_columns(const Trigger *guard, AttrNumber attnum, AttrNumber pkattnum)
+{
+	bool		column = guard->tgnattr == 0;
+	bool		key = guard->tgnattr == 0;
+
+	for (int i = 0; i < guard->tgnattr; i++)
+	{
+		column |= guard->tgattr[i] == attnum;
+		key |= guard->tgattr[i] == pkattnum;
+	}
+	return column && key;
 }
 
 /*
@@ -265,6 +309,13 @@ occ_rsv_bounds(Relation rel, OccReservable *decl)
 		pull_varattnos(expr, 1, &attnos);
 		if (!bms_is_member(decl->attnum - FirstLowInvalidHeapAttributeNumber, attnos))
 			continue;
+		if (!check->ccvalid)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("check constraint \"%s\" of table \"%s\" is not validated: it cannot bound a reservable column",
+							check->ccname, RelationGetRelationName(rel)),
+					 errdetail("A row may break it already, and the fold could then change that row no more."),
+					 errhint("ALTER TABLE ... VALIDATE CONSTRAINT %s, or drop it.", check->ccname)));
 		if (bms_num_members(attnos) != 1 || !occ_rsv_bound(expr, decl, check->ccname))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -379,6 +430,28 @@ occ_reservable_describe(Relation rel, AttrNumber attnum, OccReservable *decl)
 }
 
 /*
+ * occ_rsv_check_guard: error unless the guard of column colname fires on
+ * every change of the column and of the primary key: a key changed since
+ * the declaration (ALTER TABLE ... DROP CONSTRAINT, ADD PRIMARY KEY) would
+ * give the ledger rows of the old key's rows to the new key's
+ */
+static void
+occ_rsv_check_guard(Relation rel, const OccReservable *decl, const char *colname)
+{
+	TriggerDesc *td = rel->trigdesc;
+
+	for (int i = 0; td != NULL && i < td->numtriggers; i++)
+		if (occ_reservable_is_guard(&td->triggers[i], colname) &&
+			!occ_rsv_guards_columns(&td->triggers[i], decl->attnum, decl->pkattnum))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the primary key of \"%s\" is not the one that its reservable column \"%s\" was declared with",
+							RelationGetRelationName(rel), colname),
+					 errdetail("The ledger rows of its reservations name their rows by the key they were taken with."),
+					 errhint("Restore the primary key; or occ.drop_reservable() the column before changing the key, and declare it again after.")));
+}
+
+/*
  * occ_reservable_get: the declaration of column colname of rel (opened by the
  * caller); errors unless it is reservable
  */
@@ -420,6 +493,7 @@ occ_reservable_get(Relation rel, const char *colname)
 		OccReservable decl;
 
 		occ_reservable_describe(rel, key.attnum, &decl);
+		occ_rsv_check_guard(rel, &decl, colname);
 		entry = hash_search(occ_reservables, &key, HASH_ENTER, &found);
 		entry->decl = decl;
 	}
@@ -505,61 +579,4 @@ occ_reservable_require_args(FunctionCallInfo fcinfo, int nargs, const char *fnam
 					 errmsg("the arguments of %s must not be null", fname),
 					 errhint("Give the table, the column, the row's key%s.",
 							 nargs == 4 ? " and the change" : "")));
-}
-
-/* occ_rsv_refuse: the guard's error */
-pg_noreturn static void
-occ_rsv_refuse(Relation rel, const char *colname, const char *what)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 colname ? errmsg("cannot %s \"%s\": its column \"%s\" is reservable",
-							  what, RelationGetRelationName(rel), colname) :
-			 errmsg("cannot %s \"%s\": it has reservable columns",
-					what, RelationGetRelationName(rel)),
-			 errhint("Change the column with occ.reserve(); occ.drop_reservable() makes it an ordinary column again.")));
-}
-
-/*
- * occ.reservable_guard(): the trigger that declares a column reservable and
- * refuses the changes that would bypass the reservations
- */
-Datum
-occ_reservable_guard(PG_FUNCTION_ARGS)
-{
-	TriggerData *td = (TriggerData *) fcinfo->context;
-	Relation	rel;
-	const char *colname;
-	const OccReservable *decl;
-	TupleDesc	desc;
-
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("occ.reservable_guard() must be called as a trigger"),
-				 errhint("occ.make_reservable() creates it.")));
-	rel = td->tg_relation;
-	if (TRIGGER_FIRED_BY_TRUNCATE(td->tg_event))
-		occ_rsv_refuse(rel, NULL, "truncate");
-	colname = td->tg_trigger->tgnargs == 1 ? td->tg_trigger->tgargs[0] : "?";
-	if (TRIGGER_FIRED_BY_DELETE(td->tg_event))
-		occ_rsv_refuse(rel, colname, "delete from");
-	if (occ_folding)
-		return PointerGetDatum(td->tg_newtuple);
-	decl = occ_reservable_get(rel, colname);
-	desc = RelationGetDescr(rel);
-	{
-		bool		n1,
-					n2;
-		Datum		old_c = heap_getattr(td->tg_trigtuple, decl->attnum, desc, &n1);
-		Datum		new_c = heap_getattr(td->tg_newtuple, decl->attnum, desc, &n2);
-		Datum		old_k = heap_getattr(td->tg_trigtuple, decl->pkattnum, desc, &n1);
-		Datum		new_k = heap_getattr(td->tg_newtuple, decl->pkattnum, desc, &n2);
-		Form_pg_attribute katt = TupleDescAttr(desc, decl->pkattnum - 1);
-
-		if (old_c != new_c ||
-			!datumIsEqual(old_k, new_k, katt->attbyval, katt->attlen))
-			occ_rsv_refuse(rel, colname, "update");
-	}
-	return PointerGetDatum(td->tg_newtuple);
 }
