@@ -1,21 +1,22 @@
 -- pg_occ API surface, part 1: the extension, its schema, functions,
 -- procedures, views and table, with exact signatures, and their comments.
--- Checks version 0.5.0, as a fresh install makes it (sql/upgrade.sql checks
--- that an update from 0.1.0, 0.2.0, 0.3.0 or 0.4.0 makes the same catalog).
+-- Checks version 0.6.0, as a fresh install makes it (sql/upgrade.sql checks
+-- that an update from 0.1.0, 0.2.0, 0.3.0, 0.4.0 or 0.5.0 makes the same
+-- catalog).
 -- Runs in one transaction that is rolled back, so it leaves nothing behind.
 \ir begin.psql
 
-SELECT plan(327);
+SELECT plan(330);
 
 ------------------------------------------------------------------------
--- The extension: version 0.5.0, not relocatable, trusted (0.1.0 not); the extension
+-- The extension: version 0.6.0, not relocatable, trusted (0.1.0 not); the extension
 -- itself lives in pg_catalog, and the schema occ is one of its members
 ------------------------------------------------------------------------
 SELECT has_extension('pg_catalog', 'pg_occ', 'extension pg_occ is installed, in schema pg_catalog');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'), '0.5.0',
-          'pg_occ is at version 0.5.0');
-SELECT is((SELECT default_version FROM pg_available_extensions WHERE name = 'pg_occ'), '0.5.0',
-          'the default version of pg_occ is 0.5.0');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'), '0.6.0',
+          'pg_occ is at version 0.6.0');
+SELECT is((SELECT default_version FROM pg_available_extensions WHERE name = 'pg_occ'), '0.6.0',
+          'the default version of pg_occ is 0.6.0');
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'pg_occ'), false,
           'pg_occ is not relocatable');
 SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_occ'), 'pg_catalog',
@@ -23,9 +24,15 @@ SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extna
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
-        WHERE name = 'pg_occ' AND version = '0.5.0' $$,
+        WHERE name = 'pg_occ' AND version = '0.6.0' $$,
     $$ VALUES (false, true, true, true, true) $$,
     'control file: not relocatable, schema pg_catalog, superuser or trusted (the owner of a database may install it), no requirements');
+SELECT results_eq(
+    $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
+         FROM pg_available_extension_versions
+        WHERE name = 'pg_occ' AND version = '0.5.0' $$,
+    $$ VALUES (false, true, true, true, true) $$,
+    '0.5.0 is still available, with the same control settings, so it can be installed and updated');
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
@@ -60,13 +67,16 @@ SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '
           '0.4.0--0.5.0', 'pg_occ updates from 0.4.0 to 0.5.0 in one step');
 SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.1.0' AND target = '0.4.0'),
           '0.1.0--0.2.0--0.3.0--0.4.0', 'pg_occ updates from 0.1.0 to 0.4.0 through 0.2.0 and 0.3.0');
-SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.1.0' AND target = '0.5.0'),
-          '0.1.0--0.2.0--0.3.0--0.4.0--0.5.0', 'pg_occ updates from 0.1.0 to 0.5.0 through 0.2.0, 0.3.0 and 0.4.0');
+SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.5.0' AND target = '0.6.0'),
+          '0.5.0--0.6.0', 'pg_occ updates from 0.5.0 to 0.6.0 in one step');
+SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.1.0' AND target = '0.6.0'),
+          '0.1.0--0.2.0--0.3.0--0.4.0--0.5.0--0.6.0', 'pg_occ updates from 0.1.0 to 0.6.0 through 0.2.0, 0.3.0, 0.4.0 and 0.5.0');
 SELECT set_eq(
     $$ SELECT source || '--' || target FROM pg_extension_update_paths('pg_occ') WHERE path IS NOT NULL $$,
-    ARRAY['0.1.0--0.2.0', '0.1.0--0.3.0', '0.1.0--0.4.0', '0.1.0--0.5.0', '0.2.0--0.3.0', '0.2.0--0.4.0', '0.2.0--0.5.0',
-          '0.3.0--0.4.0', '0.3.0--0.5.0', '0.4.0--0.5.0'],
-    'pg_occ updates only forward: 0.1.0 to 0.2.0 through 0.5.0, 0.2.0 to 0.3.0 through 0.5.0, 0.3.0 to 0.4.0 and 0.5.0, 0.4.0 to 0.5.0');
+    ARRAY['0.1.0--0.2.0', '0.1.0--0.3.0', '0.1.0--0.4.0', '0.1.0--0.5.0', '0.1.0--0.6.0',
+          '0.2.0--0.3.0', '0.2.0--0.4.0', '0.2.0--0.5.0', '0.2.0--0.6.0',
+          '0.3.0--0.4.0', '0.3.0--0.5.0', '0.3.0--0.6.0', '0.4.0--0.5.0', '0.4.0--0.6.0', '0.5.0--0.6.0'],
+    'pg_occ updates only forward: from each version to each later one through those between');
 SELECT throws_ok('ALTER EXTENSION pg_occ SET SCHEMA public', '0A000',
                  'extension "pg_occ" does not support SET SCHEMA',
                  'ALTER EXTENSION pg_occ SET SCHEMA is refused');
@@ -583,13 +593,14 @@ SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.reservations()'::reg
           'r', 'occ.reservations is parallel restricted');
 SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.reservations()'::regprocedure),
           ARRAY['rel', 'col', 'key', 'committed', 'in_flight_down', 'in_flight_up', 'in_flight', 'reservations',
-                'refusals', 'waits'],
+                'refusals', 'waits', 'fold_failures', 'fold_error'],
           'occ.reservations output names');
 SELECT is((SELECT proallargtypes::regtype[]::text[] FROM pg_proc WHERE oid = 'occ.reservations()'::regprocedure),
-          ARRAY['regclass', 'name', 'text', 'bigint', 'bigint', 'bigint', 'integer', 'bigint', 'bigint', 'bigint'],
+          ARRAY['regclass', 'name', 'text', 'bigint', 'bigint', 'bigint', 'integer', 'bigint', 'bigint', 'bigint',
+                'bigint', 'text'],
           'occ.reservations output types');
 SELECT is((SELECT proargmodes::text FROM pg_proc WHERE oid = 'occ.reservations()'::regprocedure),
-          '{o,o,o,o,o,o,o,o,o,o}', 'occ.reservations has only OUT arguments');
+          '{o,o,o,o,o,o,o,o,o,o,o,o}', 'occ.reservations has only OUT arguments');
 SELECT has_view('occ', 'reservations', 'view occ.reservations exists');
 SELECT results_eq(
     $$ SELECT attname::text COLLATE "default", format_type(atttypid, atttypmod)
@@ -598,14 +609,16 @@ SELECT results_eq(
         ORDER BY attnum $$,
     $$ VALUES ('rel', 'regclass'), ('col', 'name'), ('key', 'text'), ('committed', 'bigint'),
               ('in_flight_down', 'bigint'), ('in_flight_up', 'bigint'), ('in_flight', 'integer'),
-              ('reservations', 'bigint'), ('refusals', 'bigint'), ('waits', 'bigint') $$,
-    'occ.reservations has exactly these 10 columns, in this order');
+              ('reservations', 'bigint'), ('refusals', 'bigint'), ('waits', 'bigint'),
+              ('fold_failures', 'bigint'), ('fold_error', 'text') $$,
+    'occ.reservations has exactly these 12 columns, in this order');
 SELECT lives_ok('SELECT * FROM occ.reservations', 'occ.reservations can be read (pg_occ is preloaded)');
 SELECT table_privs_are('occ', 'reservations', 'public', ARRAY['SELECT'], 'PUBLIC may only SELECT from occ.reservations');
 
 ------------------------------------------------------------------------
--- The table occ.reservation_ledger: the reservations not yet folded, no
--- role's but its owner's, dumped with the extension
+-- The table occ.reservation_ledger: the reservations not yet folded, read
+-- and restored only by its owner, the extension's and the database's owner
+-- (pg_database_owner), dumped with the extension
 ------------------------------------------------------------------------
 SELECT has_table('occ', 'reservation_ledger', 'table occ.reservation_ledger exists');
 SELECT results_eq(
@@ -622,8 +635,17 @@ SELECT table_privs_are('occ', 'reservation_ledger', 'public', ARRAY[]::name[],
 SELECT is(
     ARRAY(SELECT a.grantee::regrole::text
             FROM pg_class c, aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) a
-           WHERE c.oid = 'occ.reservation_ledger'::regclass AND a.grantee <> c.relowner),
-    ARRAY[]::text[], 'no privilege on occ.reservation_ledger is granted to anyone but its owner');
+           WHERE c.oid = 'occ.reservation_ledger'::regclass AND a.grantee <> c.relowner
+             AND a.grantee <> (SELECT extowner FROM pg_extension WHERE extname = 'pg_occ')
+           ORDER BY 1),
+    ARRAY['pg_database_owner', 'pg_database_owner']::text[],
+    'on occ.reservation_ledger, only SELECT and INSERT are granted, to the extension''s owner and the database''s (pg_database_owner)');
+SELECT is(
+    ARRAY(SELECT a.privilege_type::text
+            FROM pg_class c, aclexplode(c.relacl) a
+           WHERE c.oid = 'occ.reservation_ledger'::regclass AND a.grantee = 'pg_database_owner'::regrole
+           ORDER BY 1),
+    ARRAY['INSERT', 'SELECT'], 'the database''s owner may SELECT and INSERT into occ.reservation_ledger (pg_dump, pg_restore)');
 SELECT results_eq(
     $$ SELECT c.cfg::regclass::text COLLATE "default", e.extcondition[c.n] COLLATE "default"
          FROM pg_extension e, unnest(e.extconfig) WITH ORDINALITY AS c(cfg, n)
