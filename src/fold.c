@@ -340,9 +340,13 @@ occ_fold_report(Oid relid, AttrNumber attnum, const char *key, ErrorData *edata)
 	if (!f->logged && (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE ||
 					   now - f->since >= OCC_FOLD_LOG_LOCKED_USEC))
 	{
+		char	   *relname = IsTransactionState() ? get_rel_name(relid) : NULL;
+
 		ereport(LOG,
-				(errmsg("pg_occ could not fold the reservations of %s%s of table %u: %s",
-						*key ? "key " : "a column", key, relid, edata->message),
+				(errmsg("pg_occ could not fold the reservations of %s%s of %s%s%s: %s",
+						*key ? "key " : "a column", key, relname ? "\"" : "table ",
+						relname ? relname : psprintf("%u", relid), relname ? "\"" : "",
+						edata->message),
 				 errdetail("SQLSTATE %s; they stay in occ.reservation_ledger and are tried again; occ.reservations shows the row.",
 						   unpack_sql_state(edata->sqlerrcode))));
 		f->logged = true;

@@ -1,0 +1,156 @@
+-- Reservable columns under hostile use (issue 34): a role that plays the
+-- attacker, and each time what must hold: nothing runs with more privilege
+-- than its owner, no committed value is forged or left stale, nothing
+-- crashes.  (Attacks on the fold worker by a database's owner, and the
+-- shares of shared memory: test/escrow_hostile.sh.)
+\set VERBOSITY terse
+CREATE FUNCTION hostile_folded(t regclass, c name) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1..400 LOOP
+        IF NOT EXISTS (SELECT FROM occ.reservation_ledger WHERE rel = t AND col = c) THEN
+            RETURN 'folded';
+        END IF;
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+    RETURN 'not folded after 20 s';
+END
+$$;
+CREATE ROLE occ_hostile_alice;
+CREATE ROLE occ_hostile_mallory;
+GRANT CREATE ON SCHEMA public TO occ_hostile_alice, occ_hostile_mallory;
+
+-- 1. A role with INSERT and SELECT on a table sets no committed value by
+-- reserving on a row it inserted and did not commit (0.5.0 loaded the
+-- row's entry from the uncommitted row, and kept it after the rollback)
+SET ROLE occ_hostile_alice;
+CREATE TABLE h_stock (id int PRIMARY KEY, qty int NOT NULL CHECK (qty >= 0), note text);
+INSERT INTO h_stock VALUES (1, 5, '');
+SELECT occ.make_reservable('h_stock', 'qty');
+GRANT SELECT, INSERT ON h_stock TO occ_hostile_mallory;
+GRANT UPDATE (qty) ON h_stock TO occ_hostile_mallory;
+RESET ROLE;
+SET ROLE occ_hostile_mallory;
+BEGIN;
+INSERT INTO h_stock VALUES (2, 1000000, 'forged');
+SELECT occ.reserve('h_stock', 'qty', 2, -999999);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+RESET ROLE;
+SET ROLE occ_hostile_alice;
+INSERT INTO h_stock VALUES (2, 3, 'real');
+-- the bound holds against the row as it committed
+SELECT occ.reserve('h_stock', 'qty', 2, -4);
+\echo :LAST_ERROR_SQLSTATE
+SELECT occ.reserved_value('h_stock', 'qty', 2) AS committed_value;
+-- a row this transaction updated (another column) is read as committed
+BEGIN;
+UPDATE h_stock SET note = 'seen' WHERE id = 1;
+SELECT occ.reserve('h_stock', 'qty', 1, -5);
+SELECT occ.reserve('h_stock', 'qty', 1, -1);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+RESET ROLE;
+
+-- 2. The fold's pass through the guard is one row of one table, once: a
+-- table owner's CHECK function, which the fold's UPDATE of her table runs,
+-- cannot change another owner's reservable column past its guard (0.5.0:
+-- 100 became 1100).  (The fold runs the table's code with search_path
+-- pg_catalog, pg_temp, as PostgreSQL's maintenance commands do: names are
+-- schema-qualified.)
+SET ROLE occ_hostile_mallory;
+CREATE FUNCTION h_sneak() RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    BEGIN
+        UPDATE public.h_stock SET qty = qty + 1000 WHERE id = 1;
+    EXCEPTION WHEN object_not_in_prerequisite_state THEN
+        NULL;
+    END;
+    RETURN true;
+END
+$$;
+CREATE TABLE h_mine (id int PRIMARY KEY, n int NOT NULL, tag text NOT NULL CHECK (h_sneak()));
+INSERT INTO h_mine VALUES (1, 0, 'x');
+SELECT occ.make_reservable('h_mine', 'n');
+SELECT occ.reserve('h_mine', 'n', 1, 7);
+RESET ROLE;
+SELECT hostile_folded('h_mine', 'n');
+SELECT n AS mallory_folded FROM h_mine;
+SELECT qty AS alice_untouched FROM h_stock WHERE id = 1;
+
+-- 3. The primary key that the declaration was made with: changing it is
+-- refused (committed reservations of id 1 would go to whichever row has
+-- the new key 1)
+SET ROLE occ_hostile_alice;
+CREATE TABLE h_pk (id int PRIMARY KEY, code int NOT NULL UNIQUE, qty int NOT NULL CHECK (qty >= 0));
+INSERT INTO h_pk VALUES (1, 2, 10), (2, 1, 10);
+SELECT occ.make_reservable('h_pk', 'qty');
+BEGIN;
+ALTER TABLE h_pk DROP CONSTRAINT h_pk_pkey, ADD PRIMARY KEY (code);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+ALTER TABLE h_pk DROP CONSTRAINT h_pk_pkey;
+\echo :LAST_ERROR_SQLSTATE
+SELECT occ.reserve('h_pk', 'qty', 1, -1);
+RESET ROLE;
+
+-- 4. A guard disabled, the column changed meanwhile, the guard enabled
+-- again: the row's entry is not stale (0.5.0 kept the old value, and took
+-- a reservation past the bound)
+SET ROLE occ_hostile_alice;
+CREATE TABLE h_stale (id int PRIMARY KEY, qty int NOT NULL CHECK (qty >= 0));
+INSERT INTO h_stale VALUES (1, 10);
+SELECT occ.make_reservable('h_stale', 'qty');
+SELECT occ.reserved_value('h_stale', 'qty', 1) AS before;
+ALTER TABLE h_stale DISABLE TRIGGER occ_reservable_qty;
+SELECT occ.reserve('h_stale', 'qty', 1, -1);
+\echo :LAST_ERROR_SQLSTATE
+UPDATE h_stale SET qty = 2;
+ALTER TABLE h_stale ENABLE ALWAYS TRIGGER occ_reservable_qty;
+SELECT occ.reserved_value('h_stale', 'qty', 1) AS after;
+SELECT occ.reserve('h_stale', 'qty', 1, -3);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+-- 5. Sums past bigint: a column at -9e18 takes +9e18 twice; the fold adds
+-- 1.8e19 in two halves (0.5.0: sum(delta)::bigint overflowed, and the
+-- table's fold stopped for ever)
+CREATE TABLE h_big (id int PRIMARY KEY, n bigint NOT NULL);
+INSERT INTO h_big VALUES (1, -9000000000000000000);
+SELECT occ.make_reservable('h_big', 'n');
+BEGIN;
+SELECT occ.reserve('h_big', 'n', 1, 9000000000000000000);
+COMMIT;
+BEGIN;
+SELECT occ.reserve('h_big', 'n', 1, 9000000000000000000);
+COMMIT;
+SELECT hostile_folded('h_big', 'n');
+SELECT n AS folded_past_bigint_sums FROM h_big;
+
+-- 6. Bad input: an OID that names no table is 42P01 (0.5.0: XX000)
+SELECT occ.reserve(4000000000::oid::regclass, 'qty', 1, 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT occ.reserved_value(4000000000::oid::regclass, 'qty', 1);
+\echo :LAST_ERROR_SQLSTATE
+
+-- 7. A ledger row inserted by hand (the extension's owner, a restore) is a
+-- reservation: within the bounds, counted by the row's entry, and never
+-- applied to a column that is not reservable
+SELECT occ.reserved_value('h_stock', 'qty', 1) AS stock_1;
+INSERT INTO occ.reservation_ledger VALUES ('h_stock', 'qty', '1', -6);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO occ.reservation_ledger VALUES ('h_stock', 'qty', '1', -2);
+SELECT occ.reserved_value('h_stock', 'qty', 1) AS stock_1_after_ledger_row;
+SELECT occ.reserve('h_stock', 'qty', 1, -4);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO occ.reservation_ledger VALUES ('h_stock', 'note', '1', 1000);
+INSERT INTO occ.reservation_ledger VALUES ('h_pk', 'code', '1', 1000);
+SELECT hostile_folded('h_stock', 'qty');
+SELECT qty AS stock_1_folded FROM h_stock WHERE id = 1;
+SELECT code AS not_reservable_unchanged FROM h_pk WHERE id = 1;
+DELETE FROM occ.reservation_ledger WHERE rel IN ('h_pk'::regclass, 'h_stock'::regclass);
+
+DROP TABLE h_stock, h_mine, h_pk, h_stale, h_big;
+DROP FUNCTION h_sneak();
+REVOKE CREATE ON SCHEMA public FROM occ_hostile_alice, occ_hostile_mallory;
+DROP ROLE occ_hostile_alice, occ_hostile_mallory;
+DROP FUNCTION hostile_folded(regclass, name);
