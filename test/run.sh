@@ -51,7 +51,10 @@
 #   standby's values), reservable columns and logical replication
 #   (test/logical.sh: a subscriber gets the folded values, never the
 #   ledger), the fold after a clean restart and after a crash
-#   (test/fold_restart.sh), and a dump restored by the database's owner
+#   (test/fold_restart.sh), reservable columns against hostile roles (test/
+#   escrow_hostile.sh: a database owner's settings and objects never run as
+#   the fold worker's superuser, shares of shared memory, a terminated fold
+#   worker started again), and a dump restored by the database's owner
 #   (test/restore.sh).
 # Every version runs even if one fails; the exit status is 1 if any failed.
 #
@@ -145,6 +148,7 @@ test_here() {
     test/escrow.sh
     test/logical.sh
     test/fold_restart.sh
+    test/escrow_hostile.sh
     test/restore.sh
     test/source.sh
     echo "all pg_occ tests passed on PostgreSQL $v"
