@@ -18,9 +18,17 @@
 #     created pg_occ before the restore (here in template1), the dump's
 #     COMMENT ON EXTENSION is for them only, and so is the owner's GRANT
 #     on occ.gate (the owner has no grant option on a superuser's
-#     extension), and so is the ledger's data.  The README's list
-#     (pg_restore -L) leaves them out, and a superuser gives the GRANTs
-#     again and restores the ledger.
+#     extension).  The README's list (pg_restore -L) leaves them out, and a
+#     superuser gives the GRANTs again;
+#   - the ledger's rows are the database owner's to dump and restore
+#     wherever pg_occ was created (pg_database_owner may read and insert
+#     them: 0.5.0 left them to a superuser where a superuser had created
+#     pg_occ, and the owner's pg_dump failed);
+#   - restored after the tables (the README's split restore), and after a
+#     read of a row in between, a ledger row counts: it is taken as a
+#     reservation (0.5.0 ignored it, and took a reservation past the
+#     bound); one that the row's reservations since would take past its
+#     bound is refused (23514), and the restore stops there.
 # Uses PG_CONFIG (default: pg_config on the PATH); pg_occ must be installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +38,8 @@ cd "$(dirname "$0")/.."
 fail() { echo "restore: FAIL: $*" >&2; exit 1; }
 base=$(mktemp -d)
 chmod 711 "$base"
-trap 'cluster_cleanup; rm -rf "$base"' EXIT
+holder=
+trap '[ -z "$holder" ] || kill "$holder" 2>/dev/null; cluster_cleanup; rm -rf "$base"' EXIT
 old=$base/old new=$base/new
 
 # the roles of both clusters: the owner of the database, and a monitoring
@@ -63,18 +72,25 @@ SELECT occ.gate('account:1');
 SELECT occ.gate(ARRAY['account:1', 'account:2']);
 COMMIT;
 GRANT EXECUTE ON FUNCTION occ.gate(text) TO monitor;
--- a reservable column whose ledger holds a reservation not folded yet (put
--- there by hand, as the owner may: no reservation has started the fold)
+-- a reservable column
 CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL CHECK (qty >= 0));
 INSERT INTO stock VALUES (1, 10);
 SELECT occ.make_reservable('stock', 'qty');
-INSERT INTO occ.reservation_ledger VALUES ('stock', 'qty', '1', -3);
 SQL
+# whose ledger holds a reservation not folded yet (its row locked meanwhile,
+# until the dumps are made; put there by hand, as the owner may)
+cluster_psql "$old" -d app -c "BEGIN; SELECT qty FROM stock FOR UPDATE; SELECT pg_sleep(600)" >/dev/null 2>&1 &
+holder=$!
+for _ in $(seq 100); do
+    [ "$(cluster_psql "$old" -d app -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'")" = 1 ] && break
+    sleep 0.1
+done
+cluster_psql "$old" -U app_owner -d app -c "INSERT INTO occ.reservation_ledger VALUES ('stock', 'qty', '1', -3)"
 # but not for a table that is not the owner's to change
 cluster_psql "$old" -d app -c "CREATE TABLE other_stock (id int PRIMARY KEY, qty int NOT NULL)"
 out=$(cluster_psql "$old" -U app_owner -d app -c "INSERT INTO occ.reservation_ledger VALUES ('other_stock', 'qty', '1', 5)" 2>&1) &&
     fail "the owner of the database added a ledger row for another role's table"
-grep -q "permission denied to add a reservation" <<<"$out" || fail "a ledger row for another role's table: $out"
+grep -q "permission denied" <<<"$out" || fail "a ledger row for another role's table: $out"
 cluster_psql "$old" -d app -c "DROP TABLE other_stock"
 cluster_psql "$old" -U monitor -d app -c "SELECT occ.gate('account:1')" >/dev/null ||
     fail "monitor cannot call occ.gate after the owner's GRANT"
@@ -85,13 +101,14 @@ pg_dump_app() { "$CLUSTER_BINDIR/pg_dump" -h "$old/sock" -p 5432 -U app_owner -F
 pg_dump_app "$base/app.dump"
 cluster_psql "$old" -d app -c "GRANT EXECUTE ON FUNCTION occ.stats_reset() TO monitor"
 pg_dump_app "$base/granted.dump"
+cluster_psql "$old" -d app -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'PgSleep'" >/dev/null
+wait "$holder" || true
 
 # restore_ledger DB DUMP: the ledger's rows, which the README's list leaves
-# to a superuser (where a superuser's extension is the owner's, only they
-# may write the ledger)
+# for after the rest (by the database's owner, wherever pg_occ was created)
 restore_ledger() {
     "$CLUSTER_BINDIR/pg_restore" -l "$2" | grep ' TABLE DATA occ reservation_ledger' >"$base/ledger.list"
-    "$CLUSTER_BINDIR/pg_restore" -h "$new/sock" -p 5432 -U postgres -d "$1" --exit-on-error -L "$base/ledger.list" "$2"
+    "$CLUSTER_BINDIR/pg_restore" -h "$new/sock" -p 5432 -U app_owner -d "$1" --exit-on-error -L "$base/ledger.list" "$2"
 }
 
 # restore_as_owner DB DUMP [LIST]: pg_restore as app_owner into a new DB
@@ -154,6 +171,10 @@ echo "restore: the database's owner restored its dump alone, the GRANT on occ.ga
 out=$(restore_as_owner app_acl "$base/granted.dump" 2>&1) && fail "the owner restored a superuser's GRANT"
 grep -q "permission denied for function stats_reset" <<<"$out" || fail "restoring the GRANT: $out"
 restore_as_owner app_granted "$base/granted.dump" "$base/app.list"
+# a read of the row between the two restores loads its entry...
+[ "$(cluster_psql "$new" -U app_owner -d app_granted -c "SELECT occ.reserved_value('stock', 'qty', 1)")" = 10 ] ||
+    fail "the restored stock before its ledger"
+# ...which the ledger's rows then count (check_stock: 7)
 restore_ledger app_granted "$base/granted.dump"
 check app_granted app_owner
 cluster_psql "$new" -d app_granted -c "GRANT EXECUTE ON FUNCTION occ.stats_reset(), occ.gate(text) TO monitor"
@@ -171,5 +192,20 @@ restore_as_owner app_pre2 "$base/granted.dump" "$base/app.list"
 restore_ledger app_pre2 "$base/granted.dump"
 check app_pre2 postgres
 echo "restore: into a database where a superuser created pg_occ, with the README's list"
+# there, the owner's pg_dump works, its ledger rows included
+cluster_psql "$new" -U app_owner -d app_pre2 -c "INSERT INTO occ.reservation_ledger VALUES ('stock', 'qty', '1', -1)"
+"$CLUSTER_BINDIR/pg_dump" -h "$new/sock" -p 5432 -U app_owner -Fc -f "$base/pre.dump" app_pre2 ||
+    fail "the database's owner could not dump a database where a superuser created pg_occ"
+echo "restore: the owner's pg_dump of a database where a superuser created pg_occ"
+
+# a split restore whose rows moved in between: a ledger row that would take
+# a row past its bound is refused, and the restore stops, nothing broken
+restore_as_owner app_moved "$base/granted.dump" "$base/app.list"
+cluster_psql "$new" -U app_owner -d app_moved -c "SELECT occ.reserve('stock', 'qty', 1, -8)" >/dev/null
+out=$(restore_ledger app_moved "$base/granted.dump" 2>&1) && fail "a ledger row past the bound was restored"
+grep -q 'violates check constraint "stock_qty_check"' <<<"$out" || fail "the ledger row past the bound: $out"
+[ "$(cluster_psql "$new" -U app_owner -d app_moved -c "SELECT occ.reserved_value('stock', 'qty', 1)")" = 2 ] ||
+    fail "the refused ledger row changed the stock"
+echo "restore: a ledger row restored after the rows moved, past the bound: refused (23514), the bound holds"
 
 echo "restore: ok"
