@@ -246,7 +246,8 @@ occ_gate_wait_step(void *arg)
 
 /*
  * occ_gate_wait: wait for the gate, at most timeout_usec microseconds when
- * that is positive (through lock_timeout, which also applies if shorter).
+ * that is positive (through lock_timeout, which also applies if shorter,
+ * unless lock_timeout is false: then the session's does not end the wait).
  * Called between transactions: no transaction id, no snapshot.
  *
  * Returns OCC_GATE_TAKEN, or OCC_GATE_TIMED_OUT when the timeout ran out,
@@ -255,7 +256,7 @@ occ_gate_wait_step(void *arg)
  * Cancels, statement_timeout and errors are rethrown, with no gate held.
  */
 static OccGateWait
-occ_gate_wait(OccGate *gate, double timeout_usec)
+occ_gate_wait(OccGate *gate, double timeout_usec, bool lock_timeout)
 {
 	int			saved_lock_timeout = LockTimeout;
 	bool		bounded = false;	/* did we shorten lock_timeout? */
@@ -272,6 +273,8 @@ occ_gate_wait(OccGate *gate, double timeout_usec)
 		return OCC_GATE_TAKEN;
 	}
 
+	if (!lock_timeout)
+		LockTimeout = 0;
 	if (timeout_usec > 0)
 	{
 		double		ms = Max(ceil(timeout_usec / 1000.0), 1.0);
@@ -310,12 +313,13 @@ occ_gate_wait(OccGate *gate, double timeout_usec)
 
 /*
  * occ_gates_wait: take every gate not held yet, in order, all within
- * timeout_usec microseconds when that is positive.  Returns OCC_GATE_TAKEN
- * when all are held; otherwise what ended the wait, with none held.
+ * timeout_usec microseconds when that is positive, and within the
+ * session's lock_timeout if lock_timeout.  Returns OCC_GATE_TAKEN when all
+ * are held; otherwise what ended the wait, with none held.
  * Cancels, statement_timeout and errors are rethrown, with none held.
  */
 OccGateWait
-occ_gates_wait(OccGates *gates, double timeout_usec)
+occ_gates_wait(OccGates *gates, double timeout_usec, bool lock_timeout)
 {
 	instr_time	start;
 	volatile OccGateWait outcome = OCC_GATE_TAKEN;
@@ -332,7 +336,7 @@ occ_gates_wait(OccGates *gates, double timeout_usec)
 			if (timeout_usec > 0)
 				left = timeout_usec - occ_elapsed_usec(start);
 			outcome = (timeout_usec > 0 && left <= 0) ? OCC_GATE_TIMED_OUT :
-				occ_gate_wait(&gates->gates[i], left);
+				occ_gate_wait(&gates->gates[i], left, lock_timeout);
 		}
 	}
 	PG_CATCH();

@@ -363,7 +363,8 @@ extern OccGates *occ_gates_create(const uint64 *keys, int nkeys);
 extern int	occ_gates_count(const OccGates *gates);
 extern uint64 occ_gates_key(const OccGates *gates, int i);
 extern bool occ_gates_same(const OccGates *gates, const uint64 *keys, int nkeys);
-extern OccGateWait occ_gates_wait(OccGates *gates, double timeout_usec);
+extern OccGateWait occ_gates_wait(OccGates *gates, double timeout_usec,
+								  bool lock_timeout);
 extern bool occ_gates_held(OccGates *gates);
 extern void occ_gates_release(OccGates *gates);
 extern void occ_gate_lock_keys(uint64 *keys, int nkeys);

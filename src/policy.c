@@ -38,7 +38,8 @@
  *	   released (a refused retry waits for the gates instead).  If the wait
  *	   cannot be had (deadlock, lock table full, lock_timeout), the call
  *	   runs ungated with backoff for the rest of the call, or gives up if
- *	   refused.
+ *	   refused.  (In batch mode lock_timeout does not end a wait in the
+ *	   key's line, the next leader's for the gate included: retry.c.)
  *	6. Backoff: sleep a jittered delay.  A gated attempt lost to someone
  *	   outside the queue; after a serialization failure the winner has
  *	   committed, so the first time it runs again at once; after that it

@@ -180,10 +180,33 @@ occ_join_batch(OccCall *call, double timeout, OccGateWait *outcome)
 }
 
 /*
+ * occ_lead_keyed: does the call lead its key's batches, and is that key
+ * its only one?
+ */
+static bool
+occ_lead_keyed(OccCall *call)
+{
+	OccGates   *gates = call->policy.gates;
+
+	return call->leading && gates != NULL && occ_gates_count(gates) == 1 &&
+		occ_gates_key(gates, 0) == call->lead_key;
+}
+
+/*
  * occ_wait_gate: wait for the call's gate (or, in batch mode, for a leader
  * to run it), like a sleep between transactions, at most timeout
  * microseconds if positive.  An interrupt throws (and ends the call,
  * accounted by occ_retry, the wait included).
+ *
+ * The session's lock_timeout does not end the wait of a call that leads
+ * its key's batches: that wait is its turn in the key's line, as a
+ * follower's wait on its slot is, and which call leads is only its place
+ * in line.  Ended, the call would run ungated for the rest of the call
+ * (policy.c), behind a gate held longer than lock_timeout by a call that
+ * runs alone: one that its batch sent to run alone because its body waited
+ * for a lock held outside the batch waits for that lock holding the gate.
+ * The leader could then spend all its attempts without ever holding the
+ * gate, while the calls in line before and after it held it.
  */
 static OccGateWait
 occ_wait_gate(OccCall *call, double timeout)
@@ -204,7 +227,7 @@ occ_wait_gate(OccCall *call, double timeout)
 		else
 		{
 			MemoryContextSwitchTo(cxt);
-			outcome = occ_gates_wait(call->policy.gates, timeout);
+			outcome = occ_gates_wait(call->policy.gates, timeout, !occ_lead_keyed(call));
 		}
 	}
 	PG_CATCH();
@@ -273,10 +296,7 @@ occ_handed_outcome(OccCall *call, Jsonb **rows, OccAttemptFailure *failure)
 static bool
 occ_lead_gated(OccCall *call)
 {
-	OccGates   *gates = call->policy.gates;
-
-	return gates != NULL && occ_gates_count(gates) == 1 &&
-		occ_gates_key(gates, 0) == call->lead_key && occ_gates_held(gates);
+	return occ_lead_keyed(call) && occ_gates_held(call->policy.gates);
 }
 
 /*

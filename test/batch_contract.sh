@@ -30,7 +30,10 @@
 #   7. a follower's body that waits for a lock held outside the batch runs
 #      alone (after 10 ms): the batch commits without waiting for it (nor
 #      making a deadlock with it that only deadlock_timeout would end);
-#      and without a key, pgbench's tpcb-like at scale 1 in batch mode
+#      the call that leads the next batch waits for the gate behind it for
+#      longer than its lock_timeout, and commits (its wait ended by
+#      lock_timeout, it ran ungated and gave up with 40001, never holding
+#      the gate); and without a key, pgbench's tpcb-like at scale 1 in batch mode
 #      (the body learned as the key, its probes ungated beside the batches)
 #      makes no deadlock (0.4.0: several a second, each ended by
 #      deadlock_timeout);
@@ -55,13 +58,21 @@ psql -X -q -d postgres -c "DROP ROLE IF EXISTS occ_stranger" -c "CREATE ROLE occ
 sql "CREATE EXTENSION pg_occ;
      GRANT EXECUTE ON FUNCTION occ.gate(text) TO occ_stranger;
      CREATE TABLE log (seq serial PRIMARY KEY, who text NOT NULL, pid int, txid bigint);
-     CREATE SEQUENCE go; CREATE SEQUENCE reached; CREATE SEQUENCE once;
+     CREATE SEQUENCE go; CREATE SEQUENCE reached; CREATE SEQUENCE once; CREATE SEQUENCE go_alone;
      $CONFLICT_UNTIL_GATED;
      -- wait until the sequence go is set, counting reached up
      CREATE FUNCTION pause() RETURNS void LANGUAGE plpgsql AS
      \$\$ BEGIN
        PERFORM nextval('reached');
        WHILE NOT (SELECT is_called FROM go) LOOP PERFORM pg_sleep(0.02); END LOOP;
+     END \$\$;
+     -- in the session of the caller named who (not in a leader's), wait
+     -- until the sequence go_alone is set
+     CREATE FUNCTION pause_alone(who text) RETURNS void LANGUAGE plpgsql AS
+     \$\$ BEGIN
+       IF current_setting('application_name') = who THEN
+         WHILE NOT (SELECT is_called FROM go_alone) LOOP PERFORM pg_sleep(0.02); END LOOP;
+       END IF;
      END \$\$;
      -- the follower named fail with a SQLSTATE (f40001: once)
      CREATE FUNCTION fail_as(who text) RETURNS void LANGUAGE plpgsql AS
@@ -143,7 +154,7 @@ caller() {
 
 reset() {
     sql "TRUNCATE log, seen, trig_t; SELECT setval('go', 1, false), setval('reached', 1, false),
-         setval('once', 1, false); SELECT occ.stats_reset()" >/dev/null
+         setval('once', 1, false), setval('go_alone', 1, false); SELECT occ.stats_reset()" >/dev/null
 }
 
 # ran_by_leader: the callers whose body ran in L's backend, in order
@@ -368,10 +379,51 @@ wait_for f1 "wait_event_type = 'Lock' AND wait_event = 'transactionid'" >/dev/nu
 step outsider "COMMIT;"
 close_input outsider
 ended outsider >/dev/null
+rm -f "$SESSIONS/outsider.in"
 grep -q '^\[{"who": "f1"}\]|' <<<"$(ended f1)" || fail "lock wait: f1: $(cat "$SESSIONS/f1.out")"
 [ "$(ran_by_leader)" = L,f2 ] || fail "lock wait: the leader ran $(ran_by_leader)"
 [ "$(sql "SELECT v FROM side")" = 2 ] || fail "lock wait: side.v = $(sql "SELECT v FROM side")"
 echo "batch_contract: a follower's body that waited for a lock outside the batch ran alone; the batch did not wait"
+
+# ... and the calls in line behind it get the gate: every caller has
+# lock_timeout = 3s; in L's batch (w, f1, f3) w's body waits for the
+# outsider's row (w is sent alone, in line for the gate), f1's pauses L
+# until w waits for the gate, and f3 is left for the next batch.  w takes
+# the gate and pauses before its UPDATE until f3, leading the next batch,
+# waits for the gate behind it: w waits for the row until its lock_timeout
+# (55P03), longer than f3's lock_timeout from the start of its wait, which
+# must not end f3's turn (it ran ungated after it, failed 30 times and gave
+# up with 40001, never holding the gate)
+reset
+open_session outsider -At
+step outsider "BEGIN; UPDATE side SET v = v + 1 WHERE id = 1;"
+hold_gate
+body="SELECT pause() WHERE \$1 = 'f1'; SELECT pause_alone(\$1) WHERE \$1 = 'w';
+      UPDATE side SET v = v + 1 WHERE id = 1 AND \$1 = 'w'; $LOG_BODY"
+caller L "$body" "" "SET lock_timeout = '3s'"
+queued L >/dev/null
+for f in w f1 f3; do
+    caller "$f" "$body" "" "SET lock_timeout = '3s'"
+    posted "$f" >/dev/null
+done
+release_gate
+queued w >/dev/null
+sql "SELECT setval('go', 1)" >/dev/null
+queued f3 >/dev/null
+holding w >/dev/null
+sql "SELECT setval('go_alone', 1)" >/dev/null
+grep -q "ERROR:  55P03: canceling statement due to lock timeout" <<<"$(ended w)" ||
+    fail "lock wait, the next batch: w: $(cat "$SESSIONS/w.out")"
+grep -q '^\[{"who": "f3"}\]|' <<<"$(ended f3)" || fail "lock wait, the next batch: f3: $(cat "$SESSIONS/f3.out")"
+for who in L f1; do
+    grep -q "^\[{\"who\": \"$who\"}\]|" <<<"$(ended "$who")" ||
+        fail "lock wait, the next batch: $who: $(cat "$SESSIONS/$who.out")"
+done
+step outsider "COMMIT;"
+close_input outsider
+ended outsider >/dev/null
+[ "$(ran_by_leader)" = L,f1 ] || fail "lock wait, the next batch: the leader ran $(ran_by_leader)"
+echo "batch_contract: the call that led the next batch waited for the gate behind the one sent alone, past its lock_timeout, and committed"
 
 # tpcb-like without a key, 32 clients for 8 s: the benchmark's script
 PGOPTIONS="-c client_min_messages=warning" pgbench -i -s 1 -q "$DB" >/dev/null 2>&1 || fail "pgbench -i"
