@@ -148,18 +148,51 @@ occ_commit_changed(const OccLead *lead)
 	return synchronous_commit != lead->synchronous_commit;
 }
 
+/* occ_lead_no_cursor_step: is no cursor open?  (Its subtransaction is rolled back.) */
+static bool
+occ_lead_no_cursor_step(void *arg)
+{
+	*(bool *) arg = ThereAreNoReadyPortals();
+	return false;
+}
+
 /*
- * occ_lead_left_nothing: has the body just run left nothing in the
- * session that would have stayed in its own (a temporary table, user locks
- * taken or released, a cursor open, a LISTEN, a prepared statement and the
- * like, a foreign table written to), sent no NOTIFY that another body sent
- * already, nor changed how the transaction commits?
+ * occ_lead_no_cursor: has the body just run left no cursor open (no portal
+ * ready to run)?  ThereAreNoReadyPortals() returns from within its scan of
+ * the portals when it finds one, without ending the scan, and the
+ * (sub)transaction that then commits warns "leaked hash_seq_search scan".
+ * A member's body (own false) is asked in its own subtransaction, which is
+ * rolled back when the body left a cursor; the leader's own body, whose
+ * transaction then commits, in a subtransaction begun for the question and
+ * rolled back at once: an abort forgets the scans begun within it.
  */
 static bool
-occ_lead_left_nothing(const OccLead *lead)
+occ_lead_no_cursor(bool own)
+{
+	bool		none = true;
+	ErrorData  *edata;
+
+	if (!own)
+		return ThereAreNoReadyPortals();
+	edata = occ_subxact_run(occ_lead_no_cursor_step, &none);
+	if (edata != NULL)
+		ReThrowError(edata);
+	return none;
+}
+
+/*
+ * occ_lead_left_nothing: has the body just run (the leader's own, if own)
+ * left nothing in the session that would have stayed in its own (a
+ * temporary table, user locks taken or released, a cursor open, a LISTEN,
+ * a prepared statement and the like, a foreign table written to), sent no
+ * NOTIFY that another body sent already, nor changed how the transaction
+ * commits?
+ */
+static bool
+occ_lead_left_nothing(const OccLead *lead, bool own)
 {
 	return !occ_session_has_temp() && !occ_session_locks_changed(lead->locks) &&
-		ThereAreNoReadyPortals() && !occ_session_utility_kept() &&
+		occ_lead_no_cursor(own) && !occ_session_utility_kept() &&
 		!occ_foreign_written_yet() && !occ_commit_changed(lead);
 }
 
@@ -172,7 +205,7 @@ static bool
 occ_lead_shares(OccLead *lead)
 {
 	return *lead->body != NULL && occ_body_shares(*lead->body) &&
-		occ_lead_left_nothing(lead);
+		occ_lead_left_nothing(lead, true);
 }
 
 /*
@@ -330,7 +363,7 @@ occ_lead_member_step(void *arg)
 	/* (the level, left open when the commit changed, goes with the subtransaction) */
 	step->alone = occ_commit_changed(lead) ||
 		!occ_session_settings_close(level, lead->fingerprint, true) ||
-		!occ_lead_left_nothing(lead) ||
+		!occ_lead_left_nothing(lead, false) ||
 		!occ_batch_note(step->m, OCC_BATCH_COMMITTED, result, NULL);
 	return !step->alone;
 }

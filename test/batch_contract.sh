@@ -21,7 +21,9 @@
 #      follower's body, which its own statement_timeout ends; a batch
 #      whose body time is unknown runs about 10 ms of bodies, not 63;
 #   6. what a body leaves: a cursor left open sends its call to run alone
-#      (the next body opens its own), and so do a LISTEN run in a function
+#      (the next body opens its own), and a leader whose own body left one
+#      takes no one, without a WARNING of a leaked hash_seq_search scan
+#      (the look for cursors left its scan open); and so do a LISTEN run in a function
 #      (it lands in its caller's session) and a NOTIFY that another body of
 #      the batch sent (each call's arrives); a body's
 #      pg_advisory_unlock_all() does not take the leader's gate away; a
@@ -285,14 +287,27 @@ for who in L f1 f2 f3 f4 f5 f6; do ended "$who" >/dev/null; done
 [ "$(ran_by_leader)" = L,f1 ] || fail "limits: the first batch ran $(ran_by_leader)"
 echo "batch_contract: a key's first batch ran about 10 ms of bodies"
 
-# --- 6. a cursor left open: f1 and f2 both open cursor c; each runs alone
-reset
+# --- 6. a cursor left open: f1 and f2 both open cursor c; each runs alone;
+# so does the leader Lc, whose own body opens it: it takes no one, and then
+# f1 leads f2.  No caller is warned of a leaked scan.
 body="SELECT open_c(\$1); $LOG_BODY"
-run_batch "$body" f1 f2
-for who in L f1 f2; do
-    grep -q "^\[{\"who\": \"$who\"}\]|" <<<"$(ended "$who")" || fail "cursor: $who: $(cat "$SESSIONS/$who.out")"
+for leader in L Lc; do
+    reset
+    hold_gate
+    caller "$leader" "$body"
+    queued "$leader" >/dev/null
+    for f in f1 f2; do
+        caller "$f" "$body"
+        posted "$f" >/dev/null
+    done
+    release_gate
+    for who in "$leader" f1 f2; do
+        out=$(ended "$who")
+        grep -q "^\[{\"who\": \"$who\"}\]|" <<<"$out" || fail "cursor: $who: $out"
+        ! grep -q "leaked hash_seq_search" <<<"$out" || fail "cursor: $who was warned (leader $leader): $out"
+    done
 done
-echo "batch_contract: bodies that left a cursor open ran alone"
+echo "batch_contract: bodies that left a cursor open ran alone, the leader's too, without a leaked scan"
 
 # a follower's write to a foreign table (postgres_fdw through a loopback
 # server): f1 runs alone, f2 still in L's batch
