@@ -33,8 +33,10 @@
  * entry, and an entry leaves the table only when none is in flight.
  *
  * Every database and role shares the entries: a transaction's rows in
- * flight count against its database (at most half of occ.reservable_rows)
- * and its session's role (a quarter), so that no one can fill the table.
+ * flight count against its database and its session's role; the last
+ * quarter of occ.reservable_rows is kept for the roles that hold less than
+ * a quarter, its last eighth for the databases that do, so that no one
+ * role or database can fill the table.
  *
  *-------------------------------------------------------------------------
  */
@@ -497,14 +499,18 @@ occ_escrow_committed(OccEscrowRow *row)
 
 /*
  * occ_escrow_share: count one more row in flight against this backend's
- * database and session role; false (nothing counted) when either has its
- * share already
+ * database and session role; false (nothing counted) when the table's last
+ * quarter is all that is left and the role holds a quarter already, or its
+ * last eighth and the database does: those are for the others, so that no
+ * one role or database can fill the table
  */
 static bool
 occ_escrow_share(void)
 {
 	OccEscrowShare *mine = &occ_escrow_shares[occ_my_procno()];
 	Oid			role = GetSessionUserId();
+	int			quarter = Max(occ_reservable_rows / 4, 1);
+	int			all_rows = 0;
 	int			db_rows = 0;
 	int			role_rows = 0;
 	bool		room;
@@ -512,10 +518,12 @@ occ_escrow_share(void)
 	LWLockAcquire(occ_escrow_share_lock, LW_EXCLUSIVE);
 	for (int i = 0; i < MaxBackends; i++)
 	{
+		all_rows += occ_escrow_shares[i].rows;
 		db_rows += occ_escrow_shares[i].dbid == MyDatabaseId ? occ_escrow_shares[i].rows : 0;
 		role_rows += occ_escrow_shares[i].roleid == role ? occ_escrow_shares[i].rows : 0;
 	}
-	room = db_rows < Max(occ_reservable_rows / 2, 1) && role_rows < Max(occ_reservable_rows / 4, 1);
+	room = (all_rows < occ_reservable_rows - quarter || role_rows < quarter) &&
+		(all_rows < occ_reservable_rows - quarter / 2 || db_rows < quarter);
 	if (room)
 	{
 		mine->dbid = MyDatabaseId;
@@ -656,7 +664,7 @@ occ_escrow_join(OccReservation *r)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("too many rows with reservations in flight for this database or role"),
-				 errdetail("A database may have reservations in flight on half of occ.reservable_rows (%d) rows, a role on a quarter.",
+				 errdetail("The last quarter of occ.reservable_rows (%d) is kept for the roles that hold reservations on less than a quarter of it, its last eighth for such databases.",
 						   occ_reservable_rows),
 				 errhint("End the transactions that hold reservations, or raise occ.reservable_rows (needs a restart).")));
 	if (rr == NULL)

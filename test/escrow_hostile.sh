@@ -12,8 +12,9 @@
 #   2. a database without pg_occ whose owner made a schema occ and a view
 #      reservation_ledger that records who reads it: the launcher's worker
 #      (after a restart) does not read it;
-#   3. shares: a role holding reservations on 25 rows (a quarter of 100)
-#      in a transaction gets 53400 for another row, and another role still
+#   3. shares: a role holding reservations on 75 rows (all but the last
+#      quarter of 100, kept for those that hold less than a quarter) in a
+#      transaction gets 53400 for another row, and another role still
 #      reserves and reads;
 #   4. a fold worker terminated by a superuser, with a reservation left to
 #      fold, is started again without a new reservation;
@@ -143,22 +144,22 @@ sleep 1
 cluster_psql "$c" -d app <<'SQL'
 CREATE EXTENSION pg_occ;
 CREATE TABLE items (id integer PRIMARY KEY, qty integer NOT NULL CHECK (qty >= 0));
-INSERT INTO items SELECT g, 100 FROM generate_series(1, 30) g;
+INSERT INTO items SELECT g, 100 FROM generate_series(1, 80) g;
 SELECT occ.make_reservable('items', 'qty');
 GRANT SELECT, UPDATE ON items TO greedy, modest;
 SQL
-hold greedy app "BEGIN; SELECT occ.reserve('items', 'qty', g, -1) FROM generate_series(1, 25) g"
-out=$(psql_as greedy app -c "SELECT occ.reserve('items', 'qty', 26, -1)" 2>&1 || true)
+hold greedy app "BEGIN; SELECT occ.reserve('items', 'qty', g, -1) FROM generate_series(1, 75) g"
+out=$(psql_as greedy app -c "SELECT occ.reserve('items', 'qty', 76, -1)" 2>&1 || true)
 case $out in
     *"too many rows with reservations in flight for this database or role"*) ;;
-    *) fail "a role's 26th row in flight was not refused: $out" ;;
+    *) fail "a role's 76th row in flight was not refused: $out" ;;
 esac
-psql_as modest app -c "SELECT occ.reserve('items', 'qty', 27, -1)" >/dev/null ||
+psql_as modest app -c "SELECT occ.reserve('items', 'qty', 77, -1)" >/dev/null ||
     fail "another role could not reserve while one held its share"
-[ "$(psql_as modest app -c "SELECT occ.reserved_value('items', 'qty', 27)")" = 99 ] ||
+[ "$(psql_as modest app -c "SELECT occ.reserved_value('items', 'qty', 77)")" = 99 ] ||
     fail "another role could not read while one held its share"
 release
-echo "escrow_hostile: a role holding reservations on a quarter of occ.reservable_rows (25 of 100) gets 53400; another role reserves and reads"
+echo "escrow_hostile: a role holding reservations on 75 of occ.reservable_rows = 100 gets 53400 for one more; another role reserves and reads"
 
 # 4. a fold worker terminated with a reservation left to fold
 hold postgres app "BEGIN; SELECT * FROM items WHERE id = 20 FOR UPDATE"
