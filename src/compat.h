@@ -271,4 +271,16 @@ occ_user_locks_held(LOCKTAG *tags, LOCKMASK *masks, int max)
 #define occ_primary_key_index(rel) RelationGetPrimaryKeyIndex(rel)
 #endif
 
+/*
+ * occ_table_beginscan(rel, snapshot, nkeys, key): a sequential scan of rel.
+ * 19 added table_beginscan's flags (ScanOptions; none here).
+ */
+#if PG_VERSION_NUM >= 190000
+#define occ_table_beginscan(rel, snapshot, nkeys, key) \
+	table_beginscan((rel), (snapshot), (nkeys), (key), SO_NONE)
+#else
+#define occ_table_beginscan(rel, snapshot, nkeys, key) \
+	table_beginscan((rel), (snapshot), (nkeys), (key))
+#endif
+
 #endif							/* PG_OCC_COMPAT_H */

@@ -261,7 +261,7 @@ occ_ddl_before_drop_extension(DropStmt *stmt)
 		return;
 	ledger = table_open(ledger_oid, AccessExclusiveLock);
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	scan = table_beginscan(ledger, snapshot, 0, NULL);
+	scan = occ_table_beginscan(ledger, snapshot, 0, NULL);
 	any = heap_getnext(scan, ForwardScanDirection) != NULL;
 	table_endscan(scan);
 	UnregisterSnapshot(snapshot);

@@ -453,7 +453,7 @@ occ_fold_all(void)
 	}
 	PushActiveSnapshot(GetTransactionSnapshot());
 	ledger = occ_ledger_open(AccessShareLock);
-	scan = table_beginscan(ledger, GetActiveSnapshot(), 0, NULL);
+	scan = occ_table_beginscan(ledger, GetActiveSnapshot(), 0, NULL);
 	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
 		OccLedgerRow row;

@@ -156,7 +156,7 @@ occ_ledger_scan(Relation ledger, Snapshot snapshot, Oid relid, const char *col, 
 					CStringGetTextDatum(key));
 		skey[nkeys++].sk_collation = C_COLLATION_OID;
 	}
-	return table_beginscan(ledger, snapshot, nkeys, skey);
+	return occ_table_beginscan(ledger, snapshot, nkeys, skey);
 }
 
 /* occ_ledger_row: the fields of ledger row tuple */
