@@ -3,7 +3,7 @@ EXTENSION = pg_occ
 EXTVERSION = $(shell grep default_version $(srcdir)/$(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
 
 MODULE_big = pg_occ
-OBJS = src/module.o src/guc.o src/sqlstate.o src/subxact.o src/args.o src/backoff.o src/sleep.o src/key.o src/gate.o src/temperature.o src/learner.o src/budget.o src/policy.o src/plan_cache.o src/foreign.o src/result.o src/attempt.o src/session.o src/handover.o src/batch.o src/follow.o src/outcome.o src/lead.o src/stats.o src/retry.o src/client.o src/reservable.o src/ledger.o src/escrow.o src/reserve.o src/guard.o src/fold_apply.o src/fold.o src/fold_launcher.o src/declare.o src/ddl.o
+OBJS = src/module.o src/guc.o src/sqlstate.o src/subxact.o src/args.o src/backoff.o src/sleep.o src/key.o src/gate.o src/temperature.o src/learner.o src/budget.o src/policy.o src/plan_cache.o src/foreign.o src/result.o src/attempt.o src/session.o src/handover.o src/batch.o src/follow.o src/outcome.o src/lead.o src/stats.o src/retry.o src/client.o src/reservable.o src/ledger.o src/escrow_load.o src/escrow.o src/reserve.o src/guard.o src/fold_apply.o src/fold.o src/fold_launcher.o src/declare.o src/ddl.o
 HEADERS = src/pg_occ.h src/compat.h
 
 # paths relative to the source directory ($(srcdir), set by PGXS), which

@@ -176,8 +176,9 @@ occ_ledger_row(Relation ledger, HeapTuple tuple, OccLedgerRow *row)
 
 /*
  * occ_ledger_delete_rows: delete ledger's rows of relid (of its column col
- * unless NULL), as the current transaction's snapshot sees them: those of
- * a table or column gone, which nothing will fold
+ * unless NULL), the latest committed ones: those of a table or column gone,
+ * which nothing will fold (the caller holds what keeps others from
+ * deleting them meanwhile: the table's lock, or its absence)
  */
 void
 occ_ledger_delete_rows(Relation ledger, Oid relid, const char *col)

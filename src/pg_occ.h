@@ -640,7 +640,8 @@ extern struct TableScanDescData *occ_ledger_scan(Relation ledger, Snapshot snaps
 extern void occ_ledger_row(Relation ledger, HeapTuple tuple, OccLedgerRow *row);
 extern void occ_ledger_delete_rows(Relation ledger, Oid relid, const char *col);
 
-/* escrow.c: the rows' entries, and the transaction's reservations */
+/* escrow.c: the rows' entries, and the transaction's reservations;
+ * escrow_load.c: a row's committed value, read from the tables */
 #define OCC_ESCROW_KEYLEN 256	/* a primary key's text, at most, with its NUL */
 
 typedef struct OccEscrowTag
@@ -675,6 +676,7 @@ extern void occ_escrow_shmem_init(void);
 extern bool occ_escrow_ready(void);
 extern void occ_escrow_require_preload(void);
 extern void occ_escrow_forget(Oid relid, AttrNumber attnum);
+extern void occ_escrow_pause(void);
 extern int64 occ_escrow_read_snapshot(Relation rel, const OccReservable *decl, Datum key,
 									  const char *keytext, Snapshot snapshot, int *ledger_rows,
 									  bool *ours);

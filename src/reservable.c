@@ -7,15 +7,14 @@
  *
  * occ.make_reservable(rel, col) (declare.c) declares an integer column of
  * a table with a one-column primary key reservable: from then on, it
- * changes only by reservations (occ.reserve, escrow.c), applied to the row
- * by the fold (fold.c).  The declaration is a trigger, occ.reservable_guard(col), BEFORE
- * UPDATE OF the column and the key OR DELETE, with a statement trigger BEFORE
- * TRUNCATE: it refuses every other change of the column, key or row (which
- * would move the value under the reservations in flight), except the fold's
- * and an UPDATE that leaves both as they were (an ORM saving a whole row).
- * Being a trigger, it goes with the table: pg_dump, DROP TABLE and ALTER
- * TABLE handle it as they handle any trigger (declare.c refuses a rename of
- * the column).
+ * changes only by reservations (occ.reserve, reserve.c), applied to the row
+ * by the fold (fold.c).  The declaration is a trigger, the column's guard
+ * (guard.c), BEFORE UPDATE OF the column and the key OR DELETE FOR EACH ROW,
+ * with a statement trigger BEFORE TRUNCATE.  Being a trigger, it goes with
+ * the table: pg_dump, DROP TABLE and ALTER TABLE handle it as they handle
+ * any trigger (ddl.c refuses what would undo it).  Only a trigger of that
+ * shape calling our C function declares: one of another shape, or another
+ * function of that name, declares nothing.
  *
  * The bounds come from the table's CHECK constraints on the column, read
  * from the relcache each time it is rebuilt: c >= k, c > k, c <= k, c < k,

@@ -106,6 +106,28 @@ occ_reserve_tag(Datum key, Oid argtype, const OccReservable *decl, OccEscrowTag 
 }
 
 /*
+ * occ_reserve_row: the entry of tag, for a reservation of the current
+ * transaction (which has an XID from now on: its ledger row or its change
+ * commits with it); errors when the table is full of rows in flight
+ */
+static OccEscrowRow *
+occ_reserve_row(const OccEscrowTag *tag, Relation rel, const OccReservable *decl, Datum key,
+				int *waits)
+{
+	OccEscrowRow *row;
+
+	(void) GetCurrentTransactionId();
+	row = occ_escrow_row(tag, rel, decl, key, waits);
+	if (row == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many rows with reservations in flight"),
+				 errdetail("pg_occ tracks at most %d rows (occ.reservable_rows).", occ_reservable_rows),
+				 errhint("Raise occ.reservable_rows (needs a restart), or end the transactions that hold reservations.")));
+	return row;
+}
+
+/*
  * occ_reserve_write: for the serializable checks, a write of every version
  * of the row of key still in the table (as an UPDATE of it would be)
  */
@@ -164,14 +186,7 @@ occ_reserve_take(Relation rel, const OccReservable *decl, Datum key, Oid argtype
 	PreventCommandIfParallelMode("occ.reserve()");
 	PreventCommandDuringRecovery("occ.reserve()");
 	key = occ_reserve_tag(key, argtype, decl, &tag);
-	(void) GetCurrentTransactionId();
-	row = occ_escrow_row(&tag, rel, decl, key, &waits);
-	if (row == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many rows with reservations in flight"),
-				 errdetail("pg_occ tracks at most %d rows (occ.reservable_rows).", occ_reservable_rows),
-				 errhint("Raise occ.reservable_rows (needs a restart), or end the transactions that hold reservations.")));
+	row = occ_reserve_row(&tag, rel, decl, key, &waits);
 	occ_escrow_take(row, rel, decl, tag.key, delta, false, waits);
 	occ_reserve_write(rel, decl, key);
 	if (append)
@@ -217,13 +232,7 @@ occ_escrow_replicated(Relation rel, const OccReservable *decl, const char *key, 
 		return;
 	keyd = OidInputFunctionCall(decl->pkinput, (char *) key, decl->pkioparam, -1);
 	keyd = occ_reserve_tag(keyd, decl->pktype, decl, &tag);
-	(void) GetCurrentTransactionId();
-	row = occ_escrow_row(&tag, rel, decl, keyd, &waits);
-	if (row == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many rows with reservations in flight"),
-				 errhint("Raise occ.reservable_rows (needs a restart).")));
+	row = occ_reserve_row(&tag, rel, decl, keyd, &waits);
 	occ_escrow_take(row, rel, decl, tag.key, delta, true, waits);
 }
 

@@ -39,7 +39,7 @@ fail() { echo "restore: FAIL: $*" >&2; exit 1; }
 base=$(mktemp -d)
 chmod 711 "$base"
 holder=
-trap '[ -z "$holder" ] || kill "$holder" 2>/dev/null; cluster_cleanup; rm -rf "$base"' EXIT
+trap '[ -z "$holder" ] || kill "$holder" 2>/dev/null || true; cluster_cleanup; rm -rf "$base"' EXIT
 old=$base/old new=$base/new
 
 # the roles of both clusters: the owner of the database, and a monitoring
@@ -103,6 +103,7 @@ cluster_psql "$old" -d app -c "GRANT EXECUTE ON FUNCTION occ.stats_reset() TO mo
 pg_dump_app "$base/granted.dump"
 cluster_psql "$old" -d app -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'PgSleep'" >/dev/null
 wait "$holder" || true
+holder=
 
 # restore_ledger DB DUMP: the ledger's rows, which the README's list leaves
 # for after the rest (by the database's owner, wherever pg_occ was created)
