@@ -174,7 +174,8 @@ occ_ddl_after(List *cols, bool fold)
 			if (fold && CheckRelationLockedByMe(rel, AccessExclusiveLock, false))
 				(void) occ_fold_apply(rel, c->name, false, NULL);
 		}
-		if (rel != NULL && c->attnum > 0)
+		/* under a lock that keeps reservations out (not SET STATISTICS's) */
+		if (rel != NULL && c->attnum > 0 && CheckRelationLockedByMe(rel, ShareRowExclusiveLock, true))
 			occ_escrow_forget(c->relid, c->attnum);
 		if (rel != NULL)
 			relation_close(rel, NoLock);
