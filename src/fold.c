@@ -174,6 +174,24 @@ occ_fold_stable_end(Oid relid, uint64 generation)
 }
 
 /*
+ * occ_fold_bgworker: a worker of pg_occ's, connected (to a database or
+ * none), started once recovery has finished: its function, type (and name),
+ * and restart time
+ */
+void
+occ_fold_bgworker(BackgroundWorker *worker, const char *function, const char *type, int restart)
+{
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = restart;
+	strlcpy(worker->bgw_library_name, "pg_occ", BGW_MAXLEN);
+	strlcpy(worker->bgw_function_name, function, BGW_MAXLEN);
+	strlcpy(worker->bgw_name, type, BGW_MAXLEN);
+	strlcpy(worker->bgw_type, type, BGW_MAXLEN);
+}
+
+/*
  * occ_fold_start: start database dbid's worker unless it runs or was asked
  * for less than OCC_FOLD_RETRY_USEC ago (counting a commit of reservations
  * if commit); false when no worker slot was free
@@ -202,14 +220,8 @@ occ_fold_start(Oid dbid, bool commit)
 	SpinLockRelease(&occ_fold->mutex);
 	if (!start)
 		return true;
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(worker.bgw_library_name, "pg_occ", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "occ_fold_main", BGW_MAXLEN);
+	occ_fold_bgworker(&worker, "occ_fold_main", "pg_occ fold", BGW_NEVER_RESTART);
 	snprintf(worker.bgw_name, BGW_MAXLEN, "pg_occ fold of database %u", dbid);
-	strlcpy(worker.bgw_type, "pg_occ fold", BGW_MAXLEN);
 	worker.bgw_main_arg = ObjectIdGetDatum(dbid);
 	/* failed, it is tried again after the retry delay (starting stays) */
 	return RegisterDynamicBackgroundWorker(&worker, &handle);

@@ -146,13 +146,6 @@ occ_fold_register_launcher(void)
 {
 	BackgroundWorker worker;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = OCC_FOLD_LAUNCHER_RESTART_S;
-	strlcpy(worker.bgw_library_name, "pg_occ", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "occ_fold_launcher_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "pg_occ fold launcher", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "pg_occ fold launcher", BGW_MAXLEN);
+	occ_fold_bgworker(&worker, "occ_fold_launcher_main", "pg_occ fold launcher", OCC_FOLD_LAUNCHER_RESTART_S);
 	RegisterBackgroundWorker(&worker);
 }

@@ -9,6 +9,7 @@
 #ifndef PG_OCC_FOLD_SLOTS_H
 #define PG_OCC_FOLD_SLOTS_H
 
+#include "postmaster/bgworker.h"
 #include "storage/spin.h"
 #include "utils/timestamp.h"
 
@@ -34,6 +35,8 @@ typedef struct OccFoldShared
 
 extern OccFoldShared *occ_fold;
 
+extern void occ_fold_bgworker(BackgroundWorker *worker, const char *function, const char *type,
+							  int restart);
 extern bool occ_fold_start(Oid dbid, bool commit);
 
 #endif							/* PG_OCC_FOLD_SLOTS_H */
