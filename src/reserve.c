@@ -127,6 +127,17 @@ occ_reserve_row(const OccEscrowTag *tag, Relation rel, const OccReservable *decl
 	return row;
 }
 
+/* occ_reserve_scan: a scan of the row of key, by the primary key, as snapshot sees it */
+static SysScanDesc
+occ_reserve_scan(Relation rel, const OccReservable *decl, Datum key, Snapshot snapshot)
+{
+	ScanKeyData skey;
+
+	ScanKeyInit(&skey, decl->pkattnum, BTEqualStrategyNumber, decl->pkeqproc, key);
+	skey.sk_collation = decl->pkcollation;
+	return systable_beginscan(rel, decl->pkindex, true, snapshot, 1, &skey);
+}
+
 /*
  * occ_reserve_write: for the serializable checks, a write of every version
  * of the row of key still in the table (as an UPDATE of it would be)
@@ -134,15 +145,12 @@ occ_reserve_row(const OccEscrowTag *tag, Relation rel, const OccReservable *decl
 static void
 occ_reserve_write(Relation rel, const OccReservable *decl, Datum key)
 {
-	ScanKeyData skey;
 	SysScanDesc scan;
 	HeapTuple	tuple;
 
 	if (!IsolationIsSerializable())
 		return;
-	ScanKeyInit(&skey, decl->pkattnum, BTEqualStrategyNumber, decl->pkeqproc, key);
-	skey.sk_collation = decl->pkcollation;
-	scan = systable_beginscan(rel, decl->pkindex, true, SnapshotAny, 1, &skey);
+	scan = occ_reserve_scan(rel, decl, key, SnapshotAny);
 	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
 		CheckForSerializableConflictIn(rel, &tuple->t_self,
 									   ItemPointerGetBlockNumber(&tuple->t_self));
@@ -156,14 +164,11 @@ occ_reserve_write(Relation rel, const OccReservable *decl, Datum key)
 static void
 occ_reserve_read(Relation rel, const OccReservable *decl, Datum key)
 {
-	ScanKeyData skey;
 	SysScanDesc scan;
 
 	if (!IsolationIsSerializable())
 		return;
-	ScanKeyInit(&skey, decl->pkattnum, BTEqualStrategyNumber, decl->pkeqproc, key);
-	skey.sk_collation = decl->pkcollation;
-	scan = systable_beginscan(rel, decl->pkindex, true, GetTransactionSnapshot(), 1, &skey);
+	scan = occ_reserve_scan(rel, decl, key, GetTransactionSnapshot());
 	(void) systable_getnext(scan);
 	systable_endscan(scan);
 }
