@@ -3,8 +3,13 @@ EXTENSION = pg_occ
 EXTVERSION = $(shell grep default_version $(srcdir)/$(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
 
 MODULE_big = pg_occ
-OBJS = src/module.o src/guc.o src/sqlstate.o src/subxact.o src/args.o src/backoff.o src/sleep.o src/key.o src/gate.o src/temperature.o src/learner.o src/budget.o src/policy.o src/plan_cache.o src/foreign.o src/result.o src/attempt.o src/session.o src/handover.o src/batch.o src/follow.o src/outcome.o src/lead.o src/stats.o src/retry.o src/client.o src/reservable.o src/ledger.o src/escrow_load.o src/escrow.o src/reserve.o src/guard.o src/fold_apply.o src/fold.o src/fold_launcher.o src/declare.o src/ddl.o
+# src/: a folder per mechanism, the calls going one way (src/pg_occ.h maps them)
+OBJS = src/module.o src/guc.o \
+	$(patsubst $(srcdir)/%.c,%.o,$(sort $(wildcard $(srcdir)/src/*/*.c)))
 HEADERS = src/pg_occ.h src/compat.h
+
+# the folders' headers are included as "queue/queue.h"
+PG_CPPFLAGS = -I$(srcdir)/src
 
 # paths relative to the source directory ($(srcdir), set by PGXS), which
 # differs from the current one in an out-of-tree (VPATH) build
@@ -30,12 +35,12 @@ include $(PGXS)
 
 # out-of-tree (VPATH) build, make -f /path/to/pg_occ/Makefile: the objects
 # go to src/ under the current directory
-$(shell mkdir -p src)
+$(shell mkdir -p src/util src/attempt src/queue src/policy src/batch src/stats src/retry src/escrow)
 
 # every object is built again when a header changes: PGXS tracks no header
 # (unless PostgreSQL was configured with --enable-depend), and a struct that
 # two objects lay out differently corrupts memory
-$(OBJS): $(addprefix $(srcdir)/,src/pg_occ.h src/compat.h src/batch_slots.h src/fold_slots.h)
+$(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/*/*.h)
 
 # pgTAP: the API surface, test/tap/*.sql through pg_prove
 .PHONY: prove_installcheck

@@ -1,5 +1,5 @@
 -- SET LOCAL occ.key: the application's own transactions queue on the gate
--- of their key (src/client.c).  Single-session behaviour: queueing behind
+-- of their key (src/retry/client.c).  Single-session behaviour: queueing behind
 -- other sessions is in test/specs/key_order.spec, interrupted waits in
 -- test/interrupt_key.sh.
 

@@ -1,6 +1,6 @@
 -- Reservable columns (escrow): occ.make_reservable, occ.reserve,
 -- occ.reserved_value, occ.reservations, the guard trigger and the fold
--- (src/reservable.c, escrow.c, fold.c).  What takes two sessions (no wait
+-- (src/escrow/reservable.c, escrow.c, fold.c).  What takes two sessions (no wait
 -- between reservations in flight, the worst case over other sessions'
 -- reservations) is in test/specs/escrow_*.spec.
 --

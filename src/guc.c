@@ -21,6 +21,7 @@
 #include "utils/varlena.h"
 
 #include "pg_occ.h"
+#include "util/util.h"
 
 double		occ_base_delay = 1.0;
 double		occ_max_delay = 200.0;
@@ -40,6 +41,11 @@ double		occ_retry_budget = 0.0;
 double		occ_retry_budget_ratio = 0.2;
 double		occ_retry_budget_floor = 10.0;
 char	   *occ_key = NULL;
+int			occ_reservable_rows = 10000;
+int			occ_fold_interval = 100;
+
+/* The SET LOCAL occ.key being run (client.c): occ_check_key lets it through */
+bool		occ_key_setting = false;
 
 /* The parsed value of occ.retry_sqlstates (its GUC "extra") */
 const OccSqlstates *occ_retry_sqlstates_parsed = NULL;
@@ -142,7 +148,7 @@ occ_check_sqlstates(char **newval, void **extra, GucSource source)
 static bool
 occ_check_key(char **newval, void **extra, GucSource source)
 {
-	if (**newval == '\0' || occ_client_setting_key || InitializingParallelWorker)
+	if (**newval == '\0' || occ_key_setting || InitializingParallelWorker)
 		return true;
 	GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
 	GUC_check_errdetail("occ.key can only be set with SET LOCAL occ.key, sent by the client as the first statement of a transaction.");

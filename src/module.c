@@ -29,6 +29,13 @@
 #include "storage/shmem.h"
 
 #include "pg_occ.h"
+#include "attempt/attempt.h"
+#include "batch/batch.h"
+#include "escrow/escrow.h"
+#include "policy/policy.h"
+#include "queue/queue.h"
+#include "retry/retry.h"
+#include "stats/stats.h"
 
 PG_MODULE_MAGIC;
 
