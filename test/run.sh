@@ -44,7 +44,7 @@
 #   in a cluster that does not preload it, the not_preloaded test; the
 #   packaging checks (test/packaging.sh: META.json, out-of-tree build) and
 #   the source checks (test/source.sh: nothing called under spinlocks,
-#   compat.h, the README against the code); and, in clusters of their own,
+#   compat.h, the docs against the code); and, in clusters of their own,
 #   occ.stats over restarts (test/persist.sh), batch mode's leader
 #   cancelled, terminated and killed with SIGKILL at each point of a batch
 #   (test/batch_kill.sh), reservable columns (escrow) Jepsen style with a

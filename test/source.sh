@@ -6,8 +6,8 @@
 #     held for a few instructions and not released by an error);
 #   - compat.h defines pg_noreturn only where c.h has none (#ifndef), so a
 #     minor release that backports it does not make a redefinition;
-#   - the README says one hot-key admission in OCC_PROBE_ONE_IN is a probe,
-#     as src/policy.c counts it.
+#   - the README and docs/ say one hot-key admission in OCC_PROBE_ONE_IN is
+#     a probe, as src/policy.c counts it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,7 +32,7 @@ echo "source: pg_noreturn defined only where c.h has none"
 
 probe=$(sed -n 's/^#define OCC_PROBE_ONE_IN \([0-9]*\).*/\1/p' src/policy.c)
 [ -n "$probe" ] || fail "no OCC_PROBE_ONE_IN in src/policy.c"
-readme=$(tr '\n' ' ' <README.md | grep -o 'except one in [0-9]*' | grep -o '[0-9]*$' | sort -u)
+readme=$(cat README.md docs/*.md | tr '\n' ' ' | grep -o 'except one in [0-9]*' | grep -o '[0-9]*$' | sort -u)
 [ "$readme" = "$probe" ] ||
-    fail "README.md says one hot-key admission in ${readme:-(nothing)} runs optimistically, src/policy.c $probe"
-echo "source: README.md gives policy.c's probe rate, one in $probe"
+    fail "README.md and docs/ say one hot-key admission in ${readme:-(nothing)} runs optimistically, src/policy.c $probe"
+echo "source: the documentation gives policy.c's probe rate, one in $probe"
