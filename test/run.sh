@@ -1,5 +1,8 @@
 #!/bin/bash
-# Runs every pg_occ test, as root on a Debian 12 machine, against each tested
+# Runs every pg_occ test, as root on a Debian 12 machine: first, once, the
+# documentation's link check (test/links.sh: its self-test, then every
+# relative link and anchor of README.md, CHANGELOG.md, docs/ and
+# test/bench/README.md; a broken one stops the run), then against each tested
 # PostgreSQL version:
 #   15  on the host (Debian 12 "bookworm"),
 #   17  in a Debian 13 "trixie" root,
@@ -41,7 +44,7 @@
 #   in a cluster that does not preload it, the not_preloaded test; the
 #   packaging checks (test/packaging.sh: META.json, out-of-tree build) and
 #   the source checks (test/source.sh: nothing called under spinlocks,
-#   compat.h, the README against the code); and, in clusters of their own,
+#   compat.h, the docs against the code); and, in clusters of their own,
 #   occ.stats over restarts (test/persist.sh), batch mode's leader
 #   cancelled, terminated and killed with SIGKILL at each point of a batch
 #   (test/batch_kill.sh), reservable columns (escrow) Jepsen style with a
@@ -274,6 +277,17 @@ done
 for v in "${versions[@]}"; do
     suite_of "$v" >/dev/null || die "PostgreSQL $v is not tested here; tested versions: $VERSIONS"
 done
+
+# the link check, once: not again in the runs of this script that follow
+# (one per version, in a root or not)
+if [ -z "${OCC_LINKS_CHECKED:-}" ] && [ -z "${OCC_IN_ROOT:-}" ]; then
+    if ! command -v python3 >/dev/null; then
+        [ -z "$no_install" ] || die "python3 is needed for test/links.sh"
+        test/setup.sh --apt python3
+    fi
+    test/links.sh || die "broken links in the documentation (above)"
+    export OCC_LINKS_CHECKED=1
+fi
 
 # several versions: one run of this script for each, then a summary
 if [ ${#versions[@]} -gt 1 ]; then
