@@ -39,7 +39,7 @@
 #      (the body learned as the key, its probes ungated beside the batches)
 #      makes no deadlock (0.4.0: several a second, each ended by
 #      deadlock_timeout);
-#   8. what differs, said plainly in the README: a follower's now() is a
+#   8. what differs, said plainly in docs/batch.md: a follower's now() is a
 #      time within its own call; its pg_backend_pid() and txid_current()
 #      are its leader's.
 # States are reached by polling, never by sleeping a set time (case 5 lets
@@ -455,7 +455,7 @@ echo "batch_contract: tpcb-like without a key, in batch mode: $commits commits, 
 
 # --- 8. what a follower sees: now() within its own call (the leader
 # waited 1 s for the gate, its transaction begun before), and, as the
-# README says, the leader's pid and transaction id
+# docs/batch.md says, the leader's pid and transaction id
 reset
 hold_gate
 body="SELECT now() AS now, pg_backend_pid() AS pid, txid_current() AS txid"

@@ -650,7 +650,7 @@ def tally(phase):
         elif outcome == "failed":
             # at serializable, occ.reserved_value reads its row, which
             # others' reservations write: a 40001 as a read of a row that
-            # others UPDATE would get (README: Isolation)
+            # others UPDATE would get (docs/reservable.md)
             reader = level.startswith("serializable") and level.endswith("reading its value")
             key = {"23514": "refused", "57014": "cancelled",
                    "40001": "serialization failures after a read" if reader else "serialization failures",

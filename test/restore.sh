@@ -18,13 +18,13 @@
 #     created pg_occ before the restore (here in template1), the dump's
 #     COMMENT ON EXTENSION is for them only, and so is the owner's GRANT
 #     on occ.gate (the owner has no grant option on a superuser's
-#     extension).  The README's list (pg_restore -L) leaves them out, and a
+#     extension).  docs/operations.md's list (pg_restore -L) leaves them out, and a
 #     superuser gives the GRANTs again;
 #   - the ledger's rows are the database owner's to dump and restore
 #     wherever pg_occ was created (pg_database_owner may read and insert
 #     them: 0.5.0 left them to a superuser where a superuser had created
 #     pg_occ, and the owner's pg_dump failed);
-#   - restored after the tables (the README's split restore), and after a
+#   - restored after the tables (docs/operations.md's split restore), and after a
 #     read of a row in between, a ledger row counts: it is taken as a
 #     reservation (0.5.0 ignored it, and took a reservation past the
 #     bound); one that the row's reservations since would take past its
@@ -105,7 +105,7 @@ cluster_psql "$old" -d app -c "SELECT pg_terminate_backend(pid) FROM pg_stat_act
 wait "$holder" || true
 holder=
 
-# restore_ledger DB DUMP: the ledger's rows, which the README's list leaves
+# restore_ledger DB DUMP: the ledger's rows, which docs/operations.md's list leaves
 # for after the rest (by the database's owner, wherever pg_occ was created)
 restore_ledger() {
     "$CLUSTER_BINDIR/pg_restore" -l "$2" | grep ' TABLE DATA occ reservation_ledger' >"$base/ledger.list"
@@ -153,13 +153,13 @@ monitor_gates() {
         fail "$1: monitor cannot call occ.gate"
 }
 
-# the README's list: the dump's, less the GRANTs on occ.stats_reset() and
+# docs/operations.md's list: the dump's, less the GRANTs on occ.stats_reset() and
 # occ.gate, and the extension's comment
 "$CLUSTER_BINDIR/pg_restore" -l "$base/granted.dump" |
     sed -e '/ ACL occ FUNCTION stats_reset()/s/^/;/' -e '/ ACL occ FUNCTION gate(/s/^/;/' \
         -e '/ COMMENT - EXTENSION pg_occ/s/^/;/' -e '/ TABLE DATA occ reservation_ledger/s/^/;/' >"$base/app.list"
 [ "$(grep -c '^;.* \(ACL occ FUNCTION stats_reset()\|ACL occ FUNCTION gate(\|COMMENT - EXTENSION pg_occ\|TABLE DATA occ reservation_ledger\)' "$base/app.list")" = 4 ] ||
-    fail "the README's list does not leave out the GRANTs, the comment and the ledger: $(cat "$base/app.list")"
+    fail "docs/operations.md's list does not leave out the GRANTs, the comment and the ledger: $(cat "$base/app.list")"
 
 # a dump as made: the owner restores it alone, as it is
 restore_as_owner app "$base/app.dump"
@@ -167,7 +167,7 @@ check app app_owner
 monitor_gates app
 echo "restore: the database's owner restored its dump alone, the GRANT on occ.gate included"
 
-# a superuser's GRANT needs a superuser: with the README's list, the owner
+# a superuser's GRANT needs a superuser: with docs/operations.md's list, the owner
 # restores the rest, and a superuser gives the GRANT again
 out=$(restore_as_owner app_acl "$base/granted.dump" 2>&1) && fail "the owner restored a superuser's GRANT"
 grep -q "permission denied for function stats_reset" <<<"$out" || fail "restoring the GRANT: $out"
@@ -192,7 +192,7 @@ grep -q "must be owner of extension pg_occ" <<<"$out" || fail "restoring the com
 restore_as_owner app_pre2 "$base/granted.dump" "$base/app.list"
 restore_ledger app_pre2 "$base/granted.dump"
 check app_pre2 postgres
-echo "restore: into a database where a superuser created pg_occ, with the README's list"
+echo "restore: into a database where a superuser created pg_occ, with docs/operations.md's list"
 # there, the owner's pg_dump works, its ledger rows included
 cluster_psql "$new" -U app_owner -d app_pre2 -c "INSERT INTO occ.reservation_ledger VALUES ('stock', 'qty', '1', -1)"
 "$CLUSTER_BINDIR/pg_dump" -h "$new/sock" -p 5432 -U app_owner -Fc -f "$base/pre.dump" app_pre2 ||

@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 DB=occ_apps_exporter
-# where make install (and a package) puts it, as the README says
+# where make install (and a package) puts it, as docs/monitoring.md says
 QUERIES=$("${PG_CONFIG:-pg_config}" --sharedir)/extension/pg_occ_prometheus.yaml
 EXPORTER=${EXPORTER:-prometheus-postgres-exporter}  # or the path of another build
 fail() { echo "exporter: FAIL: $*" >&2; exit 1; }

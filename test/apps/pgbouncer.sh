@@ -9,7 +9,7 @@
 #   - nothing is lost or doubled: the row equals pgbench's committed
 #     transactions, and every call ended (committed or gave up);
 #   - occ.stats agrees: calls and commits of that body = pgbench's counts;
-#   - what the README says about poolers holds: a SET occ.* and
+#   - what docs/retry.md says about poolers holds: a SET occ.* and
 #     occ.last_retry() belong to the server connection, so another client
 #     that gets it sees them (through a pool of one connection); psycopg
 #     works through the pool with prepare_threshold=None (its default, named

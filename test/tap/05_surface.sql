@@ -3,7 +3,7 @@
 -- every background worker with the role it runs as.  Adding one to any list
 -- is a decision: review who can reach it, as whom it runs, with which
 -- search_path and settings, and what of the caller's it can end up running
--- (README: Security).  Runs in one transaction that is rolled back.
+-- (docs/reservable.md, docs/reference.md).  Runs in one transaction that is rolled back.
 \ir begin.psql
 
 SELECT plan(12);
