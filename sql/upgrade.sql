@@ -1,8 +1,8 @@
--- Updating pg_occ from 0.1.0, 0.2.0, 0.3.0, 0.4.0 or 0.5.0 to 0.6.0
+-- Updating pg_occ from 0.1.0, 0.2.0, 0.3.0, 0.4.0, 0.5.0 or 0.6.0 to 0.7.0
 -- (sql/pg_occ--0.1.0--0.2.0.sql, sql/pg_occ--0.2.0--0.3.0.sql,
 -- sql/pg_occ--0.3.0--0.4.0.sql, sql/pg_occ--0.4.0--0.5.0.sql,
--- sql/pg_occ--0.5.0--0.6.0.sql) must give the
--- catalog that a fresh 0.6.0 install gives: the same member
+-- sql/pg_occ--0.5.0--0.6.0.sql, sql/pg_occ--0.6.0--0.7.0.sql) must give the
+-- catalog that a fresh 0.7.0 install gives: the same member
 -- objects, signatures, properties, privileges, comments, view definitions,
 -- table columns and configuration tables, with the schema occ owned by the
 -- extension.  pg_regress has
@@ -78,7 +78,7 @@ SELECT 'extension ' || e.extname,
   FROM pg_extension e
  WHERE e.extname = 'pg_occ';
 
--- 1. A fresh install of the default version, 0.6.0
+-- 1. A fresh install of the default version, 0.7.0
 DROP EXTENSION pg_occ;
 SELECT count(*) AS schema_occ_left FROM pg_namespace WHERE nspname = 'occ';
 CREATE EXTENSION pg_occ;
@@ -138,7 +138,7 @@ CREATE FUNCTION occ.not_ours() RETURNS int LANGUAGE sql AS 'SELECT 1';
 ALTER EXTENSION pg_occ UPDATE;
 DROP FUNCTION occ.not_ours();
 SELECT extversion, extnamespace::regnamespace AS extnamespace FROM pg_extension WHERE extname = 'pg_occ';
-SELECT extversion = '0.6.0' AS updated_to_0_6_0 FROM pg_extension WHERE extname = 'pg_occ';
+SELECT extversion = '0.7.0' AS updated_to_0_7_0 FROM pg_extension WHERE extname = 'pg_occ';
 SELECT count(*) AS schema_occ_is_member FROM pg_depend
  WHERE classid = 'pg_namespace'::regclass AND objid = 'occ'::regnamespace
    AND refclassid = 'pg_extension'::regclass
@@ -166,7 +166,7 @@ CALL occ.retry('SELECT occ.attempt() AS attempt', result => NULL);
 CALL occ.retry('SELECT 1 AS one', result => NULL, attempts => NULL, slept => NULL);
 
 -- 3b. Version 0.2.0, updated: the same catalog again, and 0.2.0's forms
--- of occ.retry keep working on 0.6.0's library until the update
+-- of occ.retry keep working on 0.7.0's library until the update
 DROP EXTENSION pg_occ;
 CREATE EXTENSION pg_occ VERSION '0.2.0';
 CALL occ.retry('SELECT 1', attempts => NULL, slept => NULL);
@@ -180,7 +180,7 @@ SELECT * FROM differences ORDER BY member, difference;
 SELECT (SELECT count(*) FROM fresh) AS fresh_members, (SELECT count(*) FROM occ_catalog) AS updated_members;
 
 -- 3c. Version 0.3.0, updated: the same catalog again, and 0.3.0's forms keep
--- working on 0.6.0's library until the update
+-- working on 0.7.0's library until the update
 DROP EXTENSION pg_occ;
 CREATE EXTENSION pg_occ VERSION '0.3.0';
 CALL occ.retry('SELECT occ.attempt() AS attempt', result => NULL, attempts => NULL, slept => NULL);
@@ -195,7 +195,7 @@ SELECT * FROM differences ORDER BY member, difference;
 SELECT (SELECT count(*) FROM fresh) AS fresh_members, (SELECT count(*) FROM occ_catalog) AS updated_members;
 
 -- 3d. Version 0.4.0, updated: the same catalog again, 0.4.0's forms keep
--- working on 0.6.0's library until the update, and the reservable columns
+-- working on 0.7.0's library until the update, and the reservable columns
 -- work after it
 DROP EXTENSION pg_occ;
 CREATE EXTENSION pg_occ VERSION '0.4.0';
@@ -283,6 +283,29 @@ SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'upgrade_stock'::regcla
 SELECT occ.reserved_value('upgrade_stock', 'qty', 1) AS qty_after_update;
 SELECT occ.reserve('upgrade_stock', 'qty', 1, -6);
 SELECT occ.reserved_value('upgrade_stock', 'qty', 1) AS qty_sold_out;
+SELECT occ.drop_reservable('upgrade_stock', 'qty');
+SELECT qty AS folded_by_drop_reservable FROM upgrade_stock;
+DROP TABLE upgrade_stock;
+
+-- 3f. Version 0.6.0, updated: the same catalog again; a column declared
+-- under 0.6.0 is reserved by a plain UPDATE after the update, and
+-- occ.try_reserve() answers a refusal with false
+DROP EXTENSION pg_occ;
+CREATE EXTENSION pg_occ VERSION '0.6.0';
+CREATE TABLE upgrade_stock (item int PRIMARY KEY, qty bigint NOT NULL CHECK (qty >= 0));
+INSERT INTO upgrade_stock VALUES (1, 10);
+SELECT occ.make_reservable('upgrade_stock', 'qty');
+SELECT occ.reserve('upgrade_stock', 'qty', 1, -4);
+ALTER EXTENSION pg_occ UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'pg_occ';
+\x on
+SELECT * FROM differences ORDER BY member, difference;
+\x off
+SELECT (SELECT count(*) FROM fresh) AS fresh_members, (SELECT count(*) FROM occ_catalog) AS updated_members;
+UPDATE upgrade_stock SET qty = qty - 5 WHERE item = 1;
+SELECT occ.reserved_value('upgrade_stock', 'qty', 1) AS qty_after_update;
+SELECT occ.try_reserve('upgrade_stock', 'qty', 1, -2) AS sold_out;
+SELECT occ.try_reserve('upgrade_stock', 'qty', 1, -1) AS last_one;
 SELECT occ.drop_reservable('upgrade_stock', 'qty');
 SELECT qty AS folded_by_drop_reservable FROM upgrade_stock;
 DROP TABLE upgrade_stock;

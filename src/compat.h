@@ -283,4 +283,31 @@ occ_user_locks_held(LOCKTAG *tags, LOCKMASK *masks, int max)
 	table_beginscan((rel), (snapshot), (nkeys), (key))
 #endif
 
+/*
+ * The planner hook's parameters (OCC_PLANNER_PARAMS) and the arguments that
+ * hand them on (OCC_PLANNER_ARGS): 19 added the EXPLAIN that plans, if any.
+ */
+#if PG_VERSION_NUM >= 190000
+#define OCC_PLANNER_PARAMS Query *parse, const char *query_string, int cursorOptions, \
+	ParamListInfo boundParams, struct ExplainState *es
+#define OCC_PLANNER_ARGS parse, query_string, cursorOptions, boundParams, es
+#else
+#define OCC_PLANNER_PARAMS Query *parse, const char *query_string, int cursorOptions, \
+	ParamListInfo boundParams
+#define OCC_PLANNER_ARGS parse, query_string, cursorOptions, boundParams
+#endif
+
+/*
+ * OCC_EXPLAIN_FORMAT_H, OCC_EXPLAIN_STATE_H: the headers of
+ * ExplainPropertyText() and friends, and of ExplainState, which 18 moved
+ * out of commands/explain.h
+ */
+#if PG_VERSION_NUM >= 180000
+#define OCC_EXPLAIN_FORMAT_H "commands/explain_format.h"
+#define OCC_EXPLAIN_STATE_H "commands/explain_state.h"
+#else
+#define OCC_EXPLAIN_FORMAT_H "commands/explain.h"
+#define OCC_EXPLAIN_STATE_H "commands/explain.h"
+#endif
+
 #endif							/* PG_OCC_COMPAT_H */

@@ -95,6 +95,7 @@ _PG_init(void)
 	occ_foreign_init();
 	occ_client_init();
 	occ_ddl_init();
+	occ_reserve_update_init();
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 	occ_prev_shmem_request_hook = shmem_request_hook;

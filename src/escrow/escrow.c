@@ -58,7 +58,6 @@
 #include "utils/snapmgr.h"
 #include "utils/wait_event.h"
 
-#include "compat.h"
 #include "pg_occ.h"
 #include "escrow/escrow.h"
 
@@ -590,14 +589,13 @@ occ_escrow_worst(const OccEscrowRow *row, const OccReservable *decl, int64 delta
 /*
  * occ_escrow_take: reserve delta of row (entered by occ_escrow_row, whose
  * lock this releases) if the bounds hold in the worst case, or whatever
- * they say if forced (a change that committed elsewhere: a subscription's
- * apply); errors otherwise.  The reservation joins the transaction's
- * first, so that nothing can fail between counting it in flight and its
- * being settled at the end.
+ * they say if forced (a subscription's apply); otherwise an error, or false
+ * for OCC_TAKE_TRY.  The reservation joins the transaction's first, so that
+ * nothing can fail between counting it in flight and settling it.
  */
-void
+bool
 occ_escrow_take(OccEscrowRow *row, Relation rel, const OccReservable *decl, const char *keytext,
-				int64 delta, bool forced, int waits)
+				int64 delta, OccTake how, int waits)
 {
 	OccReservation *r;
 	int64		committed;
@@ -622,7 +620,7 @@ occ_escrow_take(OccEscrowRow *row, Relation rel, const OccReservable *decl, cons
 	SpinLockAcquire(&row->mutex);
 	committed = row->committed;
 	in_flight = delta < 0 ? row->down : row->up;
-	taken = forced || occ_escrow_worst(row, decl, delta, &bound);
+	taken = how == OCC_TAKE_FORCED || occ_escrow_worst(row, decl, delta, &bound);
 	row->waits += waits;
 	if (!taken)
 		row->refusals++;
@@ -638,10 +636,12 @@ occ_escrow_take(OccEscrowRow *row, Relation rel, const OccReservable *decl, cons
 	SpinLockRelease(&row->mutex);
 	LWLockRelease(occ_escrow_lock);
 	if (taken)
-		return;
+		return true;
 	occ_escrow_drop_last();
 	if (bound == 2)
 		occ_escrow_out_of_range(rel, decl, delta);
+	if (how == OCC_TAKE_TRY)
+		return false;
 	occ_escrow_refuse(rel, decl, keytext, delta, committed, in_flight, bound < 0);
 }
 

@@ -13,6 +13,8 @@
 #ifndef PG_OCC_ESCROW_H
 #define PG_OCC_ESCROW_H
 
+#include "nodes/parsenodes.h"
+
 #include "pg_occ.h"
 
 /* the fold adds up reservations in 128 bits (fold_apply.c) */
@@ -82,6 +84,14 @@ typedef struct OccEscrowTag
 	char		key[OCC_ESCROW_KEYLEN]; /* the key's text, zero-padded */
 } OccEscrowTag;
 
+/* How occ_escrow_take takes a reservation */
+typedef enum OccTake
+{
+	OCC_TAKE_CHECKED,			/* within the bounds, or an error */
+	OCC_TAKE_TRY,				/* within the bounds, or false */
+	OCC_TAKE_FORCED				/* whatever the bounds say (committed elsewhere) */
+} OccTake;
+
 typedef struct OccEscrowRow
 {
 	OccEscrowTag tag;
@@ -116,8 +126,8 @@ extern OccEscrowRow *occ_escrow_row(const OccEscrowTag *tag, Relation rel,
 extern void occ_escrow_release(void);
 extern int64 occ_escrow_committed(OccEscrowRow *row);
 extern int64 occ_escrow_own(OccEscrowRow *row);
-extern void occ_escrow_take(OccEscrowRow *row, Relation rel, const OccReservable *decl,
-							const char *keytext, int64 delta, bool forced, int waits);
+extern bool occ_escrow_take(OccEscrowRow *row, Relation rel, const OccReservable *decl,
+							const char *keytext, int64 delta, OccTake how, int waits);
 extern void occ_escrow_report_fold(Oid relid, AttrNumber attnum, const char *key,
 								   const char *error);
 extern int	occ_escrow_copy(OccEscrowRow *copies, int max);
@@ -125,6 +135,24 @@ extern int	occ_escrow_copy(OccEscrowRow *copies, int max);
 /* reserve.c: the SQL of reservations; a replicated change taken as one */
 extern void occ_reserve_replicated(Relation rel, const OccReservable *decl, const char *key,
 								   int64 delta);
+extern bool occ_reserve_update(Relation rel, const OccReservable *const *decls,
+							   const int64 *deltas, int n, Datum key, Oid keytype);
+
+/* update_shape.c: an UPDATE of reservable columns that is a reservation */
+typedef struct OccUpdateShape
+{
+	Oid			relid;
+	Index		rti;			/* the table's index in the range table */
+	List	   *attnums;		/* the reservable columns it sets (ints) */
+	List	   *signs;			/* +1 where it adds, -1 where it subtracts */
+	List	   *deltas;			/* what it adds or subtracts (Expr) */
+	Expr	   *key;			/* the primary key's value (Expr) */
+} OccUpdateShape;
+
+extern bool occ_update_shape(Query *parse, OccUpdateShape *shape);
+
+/* reserve_update.c: such an UPDATE planned as a reservation */
+extern void occ_reserve_update_init(void);
 
 /* guard.c: the guard trigger */
 extern void occ_guard_allow_fold(const OccReservable *decl, const char *key, int128 delta);

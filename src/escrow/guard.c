@@ -67,6 +67,11 @@ occ_guard_refuse(Relation rel, const char *colname, const char *what)
 							  what, RelationGetRelationName(rel), colname) :
 			 errmsg("cannot %s \"%s\": it has reservable columns",
 					what, RelationGetRelationName(rel)),
+			 colname && strcmp(what, "update") == 0 ?
+			 errhint("Change it with UPDATE %s SET %s = %s + n (or - n) WHERE <primary key> = v and nothing else, "
+					 "which reserves where pg_occ is preloaded, or with occ.reserve(); an ORM that saves whole rows "
+					 "must leave the column out (Django: save(update_fields=...), Hibernate: @DynamicUpdate).",
+					 RelationGetRelationName(rel), colname, colname) :
 			 errhint("Change the column with occ.reserve(); occ.drop_reservable() makes it an ordinary column again.")));
 }
 

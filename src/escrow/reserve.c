@@ -57,6 +57,7 @@
 
 PG_FUNCTION_INFO_V1(occ_reserve);
 PG_FUNCTION_INFO_V1(occ_reserved_value);
+PG_FUNCTION_INFO_V1(occ_try_reserve);
 PG_FUNCTION_INFO_V1(occ_reservations);
 PG_FUNCTION_INFO_V1(occ_reservation_ledger_guard);
 
@@ -179,9 +180,9 @@ occ_reserve_read(Relation rel, const OccReservable *decl, Datum key)
  * column decl of rel; append: insert its ledger row (not when the ledger's
  * guard takes a row being inserted)
  */
-static void
+static bool
 occ_reserve_take(Relation rel, const OccReservable *decl, Datum key, Oid argtype, int64 delta,
-				 bool append)
+				 OccTake how, bool append)
 {
 	OccEscrowTag tag;
 	OccEscrowRow *row;
@@ -193,10 +194,34 @@ occ_reserve_take(Relation rel, const OccReservable *decl, Datum key, Oid argtype
 	PreventCommandDuringRecovery("occ.reserve()");
 	key = occ_reserve_tag(key, argtype, decl, &tag);
 	row = occ_reserve_row(&tag, rel, decl, key, &waits);
-	occ_escrow_take(row, rel, decl, tag.key, delta, false, waits);
+	if (!occ_escrow_take(row, rel, decl, tag.key, delta, how, waits))
+		return false;
 	occ_reserve_write(rel, decl, key);
 	if (append)
 		occ_ledger_append(decl->relid, get_attname(decl->relid, decl->attnum, false), tag.key, delta);
+	return true;
+}
+
+/*
+ * occ_reserve_call: occ.reserve's and occ.try_reserve's arguments checked,
+ * and the reservation taken as how says
+ */
+static bool
+occ_reserve_call(FunctionCallInfo fcinfo, const char *fname, OccTake how)
+{
+	Relation	rel;
+	const OccReservable *decl;
+	bool		taken;
+
+	occ_reservable_require_args(fcinfo, 4, fname);
+	rel = occ_reserve_open(PG_GETARG_OID(0), RowExclusiveLock);
+	occ_reservable_check_any(rel, true);
+	decl = occ_reservable_get(rel, NameStr(*PG_GETARG_NAME(1)));
+	occ_reservable_check_access(rel, decl, true);
+	taken = occ_reserve_take(rel, decl, PG_GETARG_DATUM(2), get_fn_expr_argtype(fcinfo->flinfo, 2),
+							 PG_GETARG_INT64(3), how, true);
+	relation_close(rel, NoLock);
+	return taken;
 }
 
 /*
@@ -207,18 +232,44 @@ occ_reserve_take(Relation rel, const OccReservable *decl, Datum key, Oid argtype
 Datum
 occ_reserve(PG_FUNCTION_ARGS)
 {
-	Relation	rel;
-	const OccReservable *decl;
-
-	occ_reservable_require_args(fcinfo, 4, "occ.reserve()");
-	rel = occ_reserve_open(PG_GETARG_OID(0), RowExclusiveLock);
-	occ_reservable_check_any(rel, true);
-	decl = occ_reservable_get(rel, NameStr(*PG_GETARG_NAME(1)));
-	occ_reservable_check_access(rel, decl, true);
-	occ_reserve_take(rel, decl, PG_GETARG_DATUM(2), get_fn_expr_argtype(fcinfo->flinfo, 2),
-					 PG_GETARG_INT64(3), true);
-	relation_close(rel, NoLock);
+	(void) occ_reserve_call(fcinfo, "occ.reserve()", OCC_TAKE_CHECKED);
 	PG_RETURN_VOID();
+}
+
+/*
+ * occ.try_reserve(rel regclass, col name, key anycompatible, delta bigint):
+ * occ.reserve(), but a reservation that the bounds refuse (sold out) is
+ * false, with nothing reserved, not an error that aborts the transaction
+ */
+Datum
+occ_try_reserve(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(occ_reserve_call(fcinfo, "occ.try_reserve()", OCC_TAKE_TRY));
+}
+
+/*
+ * occ_reserve_update: the reservations of an UPDATE that reserves
+ * (reserve_update.c): deltas[i] of column decls[i] of the row of key (of
+ * type keytype); false, with nothing reserved, when no row has the key as
+ * the latest commits (and this transaction) see it.  Its caller checked
+ * the UPDATE's privileges.
+ */
+bool
+occ_reserve_update(Relation rel, const OccReservable *const *decls, const int64 *deltas, int n,
+				   Datum key, Oid keytype)
+{
+	OccEscrowTag tag;
+	SysScanDesc scan;
+	bool		found;
+	Datum		pkey = occ_reserve_tag(key, keytype, decls[0], &tag);
+
+	scan = occ_reserve_scan(rel, decls[0], pkey, SnapshotSelf);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	for (int i = 0; found && i < n; i++)
+		(void) occ_reserve_take(rel, decls[i], pkey, decls[i]->pktype, deltas[i],
+								OCC_TAKE_CHECKED, true);
+	return found;
 }
 
 /*
@@ -239,7 +290,7 @@ occ_reserve_replicated(Relation rel, const OccReservable *decl, const char *key,
 	keyd = OidInputFunctionCall(decl->pkinput, (char *) key, decl->pkioparam, -1);
 	keyd = occ_reserve_tag(keyd, decl->pktype, decl, &tag);
 	row = occ_reserve_row(&tag, rel, decl, keyd, &waits);
-	occ_escrow_take(row, rel, decl, tag.key, delta, true, waits);
+	(void) occ_escrow_take(row, rel, decl, tag.key, delta, OCC_TAKE_FORCED, waits);
 }
 
 /*
@@ -397,7 +448,8 @@ occ_reservation_ledger_guard(PG_FUNCTION_ARGS)
 		const OccReservable *decl = occ_reservable_get(rel, lr.col);
 
 		occ_reservable_check_access(rel, decl, true);
-		occ_reserve_take(rel, decl, CStringGetTextDatum(lr.key), TEXTOID, lr.delta, false);
+		(void) occ_reserve_take(rel, decl, CStringGetTextDatum(lr.key), TEXTOID, lr.delta,
+								OCC_TAKE_CHECKED, false);
 	}
 	else if (pg_attribute_aclcheck(lr.relid, attnum, GetUserId(), ACL_UPDATE) != ACLCHECK_OK &&
 			 pg_class_aclcheck(lr.relid, GetUserId(), ACL_UPDATE) != ACLCHECK_OK)

@@ -1,22 +1,22 @@
 -- pg_occ API surface, part 1: the extension, its schema, functions,
 -- procedures, views and table, with exact signatures, and their comments.
--- Checks version 0.6.0, as a fresh install makes it (sql/upgrade.sql checks
--- that an update from 0.1.0, 0.2.0, 0.3.0, 0.4.0 or 0.5.0 makes the same
+-- Checks version 0.7.0, as a fresh install makes it (sql/upgrade.sql checks
+-- that an update from 0.1.0, 0.2.0, 0.3.0, 0.4.0, 0.5.0 or 0.6.0 makes the same
 -- catalog).
 -- Runs in one transaction that is rolled back, so it leaves nothing behind.
 \ir begin.psql
 
-SELECT plan(330);
+SELECT plan(340);
 
 ------------------------------------------------------------------------
--- The extension: version 0.6.0, not relocatable, trusted (0.1.0 not); the extension
+-- The extension: version 0.7.0, not relocatable, trusted (0.1.0 not); the extension
 -- itself lives in pg_catalog, and the schema occ is one of its members
 ------------------------------------------------------------------------
 SELECT has_extension('pg_catalog', 'pg_occ', 'extension pg_occ is installed, in schema pg_catalog');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'), '0.6.0',
-          'pg_occ is at version 0.6.0');
-SELECT is((SELECT default_version FROM pg_available_extensions WHERE name = 'pg_occ'), '0.6.0',
-          'the default version of pg_occ is 0.6.0');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'), '0.7.0',
+          'pg_occ is at version 0.7.0');
+SELECT is((SELECT default_version FROM pg_available_extensions WHERE name = 'pg_occ'), '0.7.0',
+          'the default version of pg_occ is 0.7.0');
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'pg_occ'), false,
           'pg_occ is not relocatable');
 SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_occ'), 'pg_catalog',
@@ -24,9 +24,15 @@ SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extna
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
-        WHERE name = 'pg_occ' AND version = '0.6.0' $$,
+        WHERE name = 'pg_occ' AND version = '0.7.0' $$,
     $$ VALUES (false, true, true, true, true) $$,
     'control file: not relocatable, schema pg_catalog, superuser or trusted (the owner of a database may install it), no requirements');
+SELECT results_eq(
+    $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
+         FROM pg_available_extension_versions
+        WHERE name = 'pg_occ' AND version = '0.6.0' $$,
+    $$ VALUES (false, true, true, true, true) $$,
+    '0.6.0 is still available, with the same control settings, so it can be installed and updated');
 SELECT results_eq(
     $$ SELECT relocatable, schema = 'pg_catalog' AS schema_is_pg_catalog, superuser, trusted, requires IS NULL
          FROM pg_available_extension_versions
@@ -69,13 +75,16 @@ SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '
           '0.1.0--0.2.0--0.3.0--0.4.0', 'pg_occ updates from 0.1.0 to 0.4.0 through 0.2.0 and 0.3.0');
 SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.5.0' AND target = '0.6.0'),
           '0.5.0--0.6.0', 'pg_occ updates from 0.5.0 to 0.6.0 in one step');
-SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.1.0' AND target = '0.6.0'),
-          '0.1.0--0.2.0--0.3.0--0.4.0--0.5.0--0.6.0', 'pg_occ updates from 0.1.0 to 0.6.0 through 0.2.0, 0.3.0, 0.4.0 and 0.5.0');
+SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.6.0' AND target = '0.7.0'),
+          '0.6.0--0.7.0', 'pg_occ updates from 0.6.0 to 0.7.0 in one step');
+SELECT is((SELECT path FROM pg_extension_update_paths('pg_occ') WHERE source = '0.1.0' AND target = '0.7.0'),
+          '0.1.0--0.2.0--0.3.0--0.4.0--0.5.0--0.6.0--0.7.0', 'pg_occ updates from 0.1.0 to 0.7.0 through 0.2.0, 0.3.0, 0.4.0, 0.5.0 and 0.6.0');
 SELECT set_eq(
     $$ SELECT source || '--' || target FROM pg_extension_update_paths('pg_occ') WHERE path IS NOT NULL $$,
-    ARRAY['0.1.0--0.2.0', '0.1.0--0.3.0', '0.1.0--0.4.0', '0.1.0--0.5.0', '0.1.0--0.6.0',
-          '0.2.0--0.3.0', '0.2.0--0.4.0', '0.2.0--0.5.0', '0.2.0--0.6.0',
-          '0.3.0--0.4.0', '0.3.0--0.5.0', '0.3.0--0.6.0', '0.4.0--0.5.0', '0.4.0--0.6.0', '0.5.0--0.6.0'],
+    ARRAY['0.1.0--0.2.0', '0.1.0--0.3.0', '0.1.0--0.4.0', '0.1.0--0.5.0', '0.1.0--0.6.0', '0.1.0--0.7.0',
+          '0.2.0--0.3.0', '0.2.0--0.4.0', '0.2.0--0.5.0', '0.2.0--0.6.0', '0.2.0--0.7.0',
+          '0.3.0--0.4.0', '0.3.0--0.5.0', '0.3.0--0.6.0', '0.3.0--0.7.0', '0.4.0--0.5.0', '0.4.0--0.6.0',
+          '0.4.0--0.7.0', '0.5.0--0.6.0', '0.5.0--0.7.0', '0.6.0--0.7.0'],
     'pg_occ updates only forward: from each version to each later one through those between');
 SELECT throws_ok('ALTER EXTENSION pg_occ SET SCHEMA public', '0A000',
                  'extension "pg_occ" does not support SET SCHEMA',
@@ -97,11 +106,11 @@ SELECT is((SELECT nspowner FROM pg_namespace WHERE nspname = 'occ'),
           'schema occ belongs to the owner of the extension');
 SELECT functions_are('occ',
     ARRAY['backoff', 'setseed', 'retry', 'attempt', 'gate', 'last_retry', 'stats', 'stats_info', 'stats_reset',
-          'key_stats', 'reservable_guard', 'make_reservable', 'drop_reservable', 'reserve', 'reserved_value',
-          'reservations', 'reservation_ledger_guard'],
+          'key_stats', 'reservable_guard', 'make_reservable', 'drop_reservable', 'reserve', 'try_reserve',
+          'reserved_value', 'reservations', 'reservation_ledger_guard'],
     'schema occ has exactly the documented functions and procedures');
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace), 21,
-          'schema occ has 21 routines (occ.retry has four forms, occ.gate two)');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace), 22,
+          'schema occ has 22 routines (occ.retry has four forms, occ.gate two)');
 SELECT views_are('occ', ARRAY['stats', 'stats_info', 'key_stats', 'reservations'],
                  'schema occ has exactly the views stats, stats_info, key_stats and reservations');
 SELECT tables_are('occ', ARRAY['reservation_ledger'], 'schema occ has exactly one table, reservation_ledger');
@@ -142,9 +151,9 @@ SELECT results_eq(
               ('function occ.retry(text,record,integer,interval,interval,text,double precision,interval,text,text[],text,anycompatible)'),
               ('function occ.setseed(double precision)'), ('function occ.stats(boolean)'),
               ('function occ.stats_info()'), ('function occ.stats_reset()'),
-              ('schema occ'), ('table occ.reservation_ledger'),
+              ('function occ.try_reserve(regclass,name,anycompatible,bigint)'), ('schema occ'), ('table occ.reservation_ledger'),
               ('view occ.key_stats'), ('view occ.reservations'), ('view occ.stats'), ('view occ.stats_info') $$,
-    'the members of pg_occ are exactly the schema occ, its 21 routines, its 4 views and its table');
+    'the members of pg_occ are exactly the schema occ, its 22 routines, its 4 views and its table');
 
 ------------------------------------------------------------------------
 -- occ.backoff(attempt, base, cap, jitter, factor, prev, draw) -> interval
@@ -557,6 +566,27 @@ SELECT throws_ok($$ SELECT occ.reserve('pg_class', 'relpages', 1, NULL) $$, '220
 SELECT throws_ok($$ SELECT occ.reserve('pg_class', 'relpages', NULL::int, 1) $$, '22004',
                  'the arguments of occ.reserve() must not be null',
                  'occ.reserve of a NULL key: 22004');
+
+------------------------------------------------------------------------
+-- occ.try_reserve(rel regclass, col name, key anycompatible, delta bigint) -> boolean
+------------------------------------------------------------------------
+SELECT has_function('occ', 'try_reserve', ARRAY['regclass', 'name', 'anycompatible', 'bigint'],
+    'occ.try_reserve(regclass, name, anycompatible, bigint) exists');
+SELECT function_returns('occ', 'try_reserve', ARRAY['regclass', 'name', 'anycompatible', 'bigint'], 'boolean',
+                        'occ.try_reserve returns boolean (taken, or refused by the bounds)');
+SELECT volatility_is('occ', 'try_reserve', ARRAY['regclass', 'name', 'anycompatible', 'bigint'], 'volatile',
+                     'occ.try_reserve is volatile');
+SELECT isnt_strict('occ', 'try_reserve', ARRAY['regclass', 'name', 'anycompatible', 'bigint'],
+                   'occ.try_reserve is not strict (a NULL argument is an error, as for occ.reserve)');
+SELECT function_lang_is('occ', 'try_reserve', ARRAY['regclass', 'name', 'anycompatible', 'bigint'], 'c',
+                        'occ.try_reserve is written in C');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'occ.try_reserve(regclass, name, anycompatible, bigint)'::regprocedure),
+          'u', 'occ.try_reserve is parallel unsafe (it writes the ledger)');
+SELECT is((SELECT proargnames FROM pg_proc WHERE oid = 'occ.try_reserve(regclass, name, anycompatible, bigint)'::regprocedure),
+          ARRAY['rel', 'col', 'key', 'delta'], 'occ.try_reserve argument names are rel, col, key, delta');
+SELECT throws_ok($$ SELECT occ.try_reserve('pg_class', 'relpages', 1, NULL) $$, '22004',
+                 'the arguments of occ.try_reserve() must not be null',
+                 'occ.try_reserve of a NULL delta: 22004');
 
 ------------------------------------------------------------------------
 -- occ.reserved_value(rel regclass, col name, key anycompatible) -> bigint

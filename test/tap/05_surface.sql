@@ -33,7 +33,8 @@ SELECT set_eq(
           'occ.retry(text,record,integer,interval,interval,text,double precision,interval,text,text[],text,anycompatible)',
           'occ.setseed(double precision)',
           'occ.stats(boolean)',
-          'occ.stats_info()'],
+          'occ.stats_info()',
+          'occ.try_reserve(regclass,name,anycompatible,bigint)'],
     'PUBLIC may execute exactly these routines of pg_occ (a new one is a reviewed decision)');
 SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'occ'::regnamespace AND prosecdef), 0,
           'none of them runs as its owner (SECURITY DEFINER): each runs as its caller');
