@@ -113,7 +113,6 @@ occ_reserve_planner(OCC_PLANNER_PARAMS)
 	if (reserves)
 	{
 		stmt->planTree = occ_reserve_plan_node(&shape, stmt->planTree);
-		stmt->resultRelations = NIL;
 		stmt->parallelModeNeeded = false;
 	}
 	return stmt;
