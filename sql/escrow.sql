@@ -499,7 +499,7 @@ SELECT id, qty, name FROM stock ORDER BY id;
 
 UPDATE stock SET qty = 3 WHERE id = 1;
 \echo :LAST_ERROR_SQLSTATE
-UPDATE stock SET qty = qty + 1 WHERE id = 1;
+UPDATE stock SET qty = qty + 1 WHERE id BETWEEN 1 AND 1;
 \echo :LAST_ERROR_SQLSTATE
 UPDATE stock SET id = 10 WHERE id = 1;
 \echo :LAST_ERROR_SQLSTATE

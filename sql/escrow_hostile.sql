@@ -61,7 +61,7 @@ SET ROLE occ_hostile_mallory;
 CREATE FUNCTION h_sneak() RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
     BEGIN
-        UPDATE public.h_stock SET qty = qty + 1000 WHERE id = 1;
+        UPDATE public.h_stock SET qty = 1000 WHERE id = 1;
     EXCEPTION WHEN object_not_in_prerequisite_state THEN
         NULL;
     END;

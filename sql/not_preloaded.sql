@@ -89,3 +89,17 @@ SELECT count(*) AS gates FROM pg_locks
 COMMIT;
 SELECT * FROM occ.key_stats;
 \echo :LAST_ERROR_SQLSTATE
+
+-- A reservable column without preloading: a plain UPDATE of it cannot
+-- reserve (there are no entries), so its guard refuses it, as any UPDATE
+-- of the column, with the hint that names the shape that reserves
+CREATE TABLE np_stock (id int PRIMARY KEY, qty int NOT NULL CHECK (qty >= 0));
+INSERT INTO np_stock VALUES (1, 10);
+SELECT occ.make_reservable('np_stock', 'qty');
+\set VERBOSITY default
+UPDATE np_stock SET qty = qty - 1 WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+SELECT qty FROM np_stock;
+SELECT occ.drop_reservable('np_stock', 'qty');
+DROP TABLE np_stock;

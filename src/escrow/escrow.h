@@ -47,6 +47,7 @@ typedef struct OccReservable
 extern const OccReservable *occ_reservable_get(Relation rel, const char *colname);
 extern bool occ_reservable_is_guard(const Trigger *trigger, const char *colname);
 extern bool occ_reservable_declared(Relation rel, const char *colname);
+extern bool occ_reservable_in_force(Relation rel, const char *colname);
 extern void occ_reservable_describe(Relation rel, AttrNumber attnum, OccReservable *decl);
 extern void occ_reservable_require_args(FunctionCallInfo fcinfo, int nargs, const char *fname);
 extern bool occ_reservable_may_read(Oid relid, AttrNumber attnum, AttrNumber pkattnum);

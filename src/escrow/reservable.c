@@ -150,12 +150,18 @@ occ_rsv_guards_columns(const Trigger *guard, AttrNumber attnum, AttrNumber pkatt
 	return column && key;
 }
 
-/*
- * occ_reservable_declared: is the column declared (its guard is there, and
- * fires), and no other row trigger would fire on the fold's UPDATE?
- */
-bool
-occ_reservable_declared(Relation rel, const char *colname)
+/* What the triggers of a table say of a column */
+typedef enum OccRsvTriggers
+{
+	OCC_RSV_UNDECLARED,			/* no guard of the column */
+	OCC_RSV_DECLARED,			/* its guard, firing, and no other row trigger */
+	OCC_RSV_UNGUARDED,			/* a guard of it that does not fire */
+	OCC_RSV_TRIGGERED			/* another row trigger would fire on the fold */
+} OccRsvTriggers;
+
+/* occ_rsv_triggers: what rel's triggers say of colname; *culprit the trigger in the way */
+static OccRsvTriggers
+occ_rsv_triggers(Relation rel, const char *colname, Trigger **culprit)
 {
 	TriggerDesc *td = rel->trigdesc;
 	bool		declared = false;
@@ -164,30 +170,69 @@ occ_reservable_declared(Relation rel, const char *colname)
 	{
 		Trigger    *t = &td->triggers[i];
 
+		*culprit = t;
 		if (occ_reservable_is_guard(t, NULL))
 		{
 			bool		ours = occ_reservable_is_guard(t, colname) || t->tgnargs == 0;
 
-			/* a guard that does not fire lets changes past the reservations */
 			if (ours && t->tgenabled != TRIGGER_FIRES_ON_ORIGIN && t->tgenabled != TRIGGER_FIRES_ALWAYS)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("trigger \"%s\" of \"%s\" is disabled: its reservable column is not guarded",
-								t->tgname, RelationGetRelationName(rel)),
-						 errhint("ALTER TABLE ... ENABLE TRIGGER %s; or occ.drop_reservable().", t->tgname)));
+				return OCC_RSV_UNGUARDED;
 			declared |= occ_reservable_is_guard(t, colname);
-			continue;
 		}
-		if (t->tgisinternal || t->tgenabled == TRIGGER_DISABLED ||
-			!TRIGGER_FOR_ROW(t->tgtype) || !TRIGGER_FOR_UPDATE(t->tgtype))
-			continue;
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("table \"%s\" has an update trigger, \"%s\": a reservable column changes without firing triggers",
-						RelationGetRelationName(rel), t->tgname),
-				 errhint("Drop or disable the trigger, or keep the column out of occ.make_reservable().")));
+		else if (!t->tgisinternal && t->tgenabled != TRIGGER_DISABLED &&
+				 TRIGGER_FOR_ROW(t->tgtype) && TRIGGER_FOR_UPDATE(t->tgtype))
+			return OCC_RSV_TRIGGERED;
 	}
-	return declared;
+	return declared ? OCC_RSV_DECLARED : OCC_RSV_UNDECLARED;
+}
+
+/*
+ * occ_reservable_declared: is the column declared (its guard is there, and
+ * fires), and no other row trigger would fire on the fold's UPDATE?  Errors
+ * when a guard does not fire (changes would pass the reservations) or
+ * another row trigger would fire.
+ */
+bool
+occ_reservable_declared(Relation rel, const char *colname)
+{
+	Trigger    *t = NULL;
+
+	switch (occ_rsv_triggers(rel, colname, &t))
+	{
+		case OCC_RSV_UNGUARDED:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("trigger \"%s\" of \"%s\" is disabled: its reservable column is not guarded",
+							t->tgname, RelationGetRelationName(rel)),
+					 errhint("ALTER TABLE ... ENABLE TRIGGER %s; or occ.drop_reservable().", t->tgname)));
+			break;
+		case OCC_RSV_TRIGGERED:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("table \"%s\" has an update trigger, \"%s\": a reservable column changes without firing triggers",
+							RelationGetRelationName(rel), t->tgname),
+					 errhint("Drop or disable the trigger, or keep the column out of occ.make_reservable().")));
+			break;
+		case OCC_RSV_DECLARED:
+			return true;
+		case OCC_RSV_UNDECLARED:
+			break;
+	}
+	return false;
+}
+
+/*
+ * occ_reservable_in_force: is the column declared, its guard firing and no
+ * other row trigger in the way?  The same as occ_reservable_declared, but
+ * false where that errors: for the planner, which leaves such an UPDATE to
+ * the triggers.
+ */
+bool
+occ_reservable_in_force(Relation rel, const char *colname)
+{
+	Trigger    *t = NULL;
+
+	return occ_rsv_triggers(rel, colname, &t) == OCC_RSV_DECLARED;
 }
 
 /*

@@ -217,7 +217,7 @@ occ_update_shape(Query *parse, OccUpdateShape *shape)
 		if (!reserves || target->resjunk)
 			continue;
 		colname = get_attname(shape->relid, target->resno, false);
-		reserves = occ_reservable_declared(rel, colname);
+		reserves = occ_reservable_in_force(rel, colname);
 		if (reserves)
 		{
 			decl = occ_reservable_get(rel, colname);
