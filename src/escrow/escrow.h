@@ -4,8 +4,9 @@
  *		src/escrow/ owns reservable columns: which columns are declared so
  *		(reservable.c, declare.c, guard.c, ddl.c), the ledger of
  *		reservations (ledger.c), the rows' entries in shared memory
- *		(escrow.c, escrow_load.c), the SQL of reservations (reserve.c), and
- *		the fold that applies committed reservations to their rows
+ *		(escrow.c, escrow_load.c), the SQL of reservations (reserve.c), the
+ *		UPDATE that reserves (update_shape.c, reserve_update.c), and the
+ *		fold that applies committed reservations to their rows
  *		(fold_apply.c, fold.c, fold_slots.c, fold_launcher.c).
  *
  *-------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * reserve.c
- *		occ.reserve(), occ.reserved_value(), occ.reservations() and the
- *		ledger's guard: the SQL of reservations, over escrow.c's entries.
+ *		occ.reserve(), occ.try_reserve(), occ.reserved_value(),
+ *		occ.reservations() and the ledger's guard: the SQL of reservations,
+ *		over escrow.c's entries; and the reservations of an UPDATE that
+ *		reserves (reserve_update.c).
  *
  * occ.reserve(rel, col, key, delta) changes the row whose primary key is key
  * by delta, in the caller's transaction, without locking the row: escrow.c
