@@ -153,7 +153,7 @@ occ_reserve_delta(ExprState *expr, ExprContext *econtext, int sign, Relation rel
 {
 	bool		isnull;
 	Datum		value = ExecEvalExprSwitchContext(expr, econtext, &isnull);
-	Oid			type = exprType((Node *) expr->expr);
+	Oid			type = getBaseType(exprType((Node *) expr->expr));
 	int64		delta;
 
 	if (isnull)
@@ -167,7 +167,8 @@ occ_reserve_delta(ExprState *expr, ExprContext *econtext, int sign, Relation rel
 	if (sign < 0 && delta == PG_INT64_MIN)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("bigint out of range")));
+				 errmsg("bigint out of range"),
+				 errhint("Subtract at most 9223372036854775807 from a reservable column at once.")));
 	return sign < 0 ? -delta : delta;
 }
 

@@ -127,7 +127,7 @@ occ_shape_set(const TargetEntry *target, const OccReservable *decl, OccUpdateSha
 		delta = linitial(op->args);
 	else
 		return false;
-	if (!occ_shape_reads_nothing(delta))
+	if (!occ_shape_reads_nothing(delta) || !occ_shape_integer(getBaseType(exprType(delta))))
 		return false;
 	shape->attnums = lappend_int(shape->attnums, decl->attnum);
 	shape->signs = lappend_int(shape->signs, sign);
