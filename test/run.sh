@@ -34,8 +34,9 @@
 #       adversarial check (test/fuzz.sh: random and hostile arguments and
 #       bodies; no XX000, no backend lost), and one tenant against another
 #       (test/tenants.sh: the learner's slots, the temperature's),
-#     - pg_occ from applications (test/apps.sh): psycopg, node-postgres
-#       (skipped in the roots, which have no node), PgBouncer in transaction
+#     - pg_occ from applications (test/apps.sh): psycopg, Django,
+#       SQLAlchemy, node-postgres and pgjdbc (those two skipped in the
+#       roots, which have no node and no java), PgBouncer in transaction
 #       pooling, and prometheus-postgres-exporter with sql/pg_occ_prometheus.yaml,
 #     - the benchmark's quick mode (test/bench/run.sh --quick), which checks
 #       the pgbench scripts and the lost-update invariant, not speed,

@@ -48,8 +48,10 @@ done
 pgtap=postgresql-$pg-pgtap
 [ "$pg" != 19 ] || pgtap=
 PACKAGES="postgresql-$pg postgresql-server-dev-$pg${pgtap:+ $pgtap} libtap-parser-sourcehandler-pgtap-perl gnuplot-nox make gcc perl procps"
-# test/apps.sh: a real client, a pooler and a metrics exporter
-PACKAGES="$PACKAGES python3-psycopg pgbouncer prometheus-postgres-exporter"
+# test/apps.sh: real clients and ORMs (Django 3.2, Debian 12's, needs
+# psycopg2), a pooler and a metrics exporter
+PACKAGES="$PACKAGES python3-psycopg python3-psycopg2 python3-django python3-sqlalchemy libpostgresql-jdbc-java"
+PACKAGES="$PACKAGES pgbouncer prometheus-postgres-exporter"
 
 case $install in
     print) echo "$PACKAGES"; exit ;;
@@ -60,6 +62,9 @@ case $install in
         # to test/run.sh's roots, where that test is skipped)
         command -v node >/dev/null || missing="$missing nodejs"
         command -v npm >/dev/null || missing="$missing npm"
+        # and its JDBC test a JDK (java's source launcher needs its compiler;
+        # not in --print-packages either: some 250 MB in each root)
+        command -v javac >/dev/null || missing="$missing default-jdk-headless"
         if [ -n "$missing" ]; then
             # shellcheck disable=SC2086
             apt_install $missing

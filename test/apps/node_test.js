@@ -24,7 +24,17 @@
 //     hint; four connections running a client-side retry loop of
 //     REPEATABLE READ read-modify-writes with SET LOCAL occ.key lose and
 //     double nothing, and occ.key_stats counts each attempt, commit and
-//     serialization failure they saw.
+//     serialization failure they saw;
+//   - reservable columns (0.7.0): on a reservable stock table, UPDATE stock
+//     SET qty = qty - $1 WHERE id = $2 reserves: result.rowCount is 1 (0 for
+//     a missing key) and occ.reserved_value moves by exactly the delta, also
+//     through a named prepared statement ({name: 'dec', ...}) executed 7
+//     times, past the 5 custom plans after which the server switches to a
+//     generic plan (pg_prepared_statements counts it); a reservation past
+//     the CHECK bound is err.code '23514' with err.constraint, and aborts
+//     the transaction; occ.try_reserve returns false when sold out and the
+//     transaction goes on; SET qty = $1 is err.code '55000' with a hint that
+//     names update_fields.
 //
 // Run: NODE_PATH=<dir>/node_modules node test/apps/node_test.js, against a
 // database where pg_occ is installed (connection from the PG* environment
@@ -242,6 +252,72 @@ async function main() {
         st && Number(st.transactions) === tries && Number(st.commits) === THREADS * TRANSACTIONS &&
         Number(st.serialization_failures) === conflicts, st);
   console.log(`node: SET LOCAL occ.key: ${tries} attempts for ${THREADS * TRANSACTIONS} commits, ${st.queued} queued (not asserted)`);
+
+  // --- reservable columns: UPDATE ... SET qty = qty - $1 WHERE id = $2 reserves ---
+  await conn.query(`
+    DROP TABLE IF EXISTS stock;
+    CREATE TABLE stock (id int PRIMARY KEY, name text NOT NULL, qty int NOT NULL CHECK (qty >= 0));
+    INSERT INTO stock VALUES (1, 'widget', 1000), (2, 'gadget', 1);
+    SELECT occ.make_reservable('stock', 'qty');`);
+  const DEC = 'UPDATE stock SET qty = qty - $1 WHERE id = $2';
+  const reserved = async (c, key) =>
+    Number((await c.query("SELECT occ.reserved_value('stock', 'qty', $1::int) AS v", [key])).rows[0].v);
+  let expected = 1000;
+  r = await conn.query(DEC, [3, 1]);
+  expected -= 3;
+  check("reservable: UPDATE stock SET qty = qty - $1 WHERE id = $2: rowCount 1, command 'UPDATE'",
+        r.rowCount === 1 && r.command === 'UPDATE', [r.command, r.rowCount]);
+  r = await conn.query(DEC, [3, 99]);
+  check('reservable: the same UPDATE of a missing key: rowCount 0', r.rowCount === 0, r.rowCount);
+  let got = await reserved(conn, 1);
+  check(`reservable: occ.reserved_value is ${expected}`, got === expected, got);
+
+  // a named prepared statement: parsed once on the connection, then
+  // Bind/Execute; after 5 custom plans the server switches to a generic plan
+  const counts = [];
+  for (let i = 0; i < 7; i++) {
+    counts.push((await conn.query({ name: 'dec', text: DEC, values: [1, 1] })).rowCount);
+  }
+  expected -= 7;
+  check('reservable: a named prepared statement executed 7 times: rowCount 1 each time',
+        JSON.stringify(counts) === JSON.stringify([1, 1, 1, 1, 1, 1, 1]), counts);
+  r = await conn.query({ name: 'dec', text: DEC, values: [1, 99] });
+  check('reservable: the named prepared statement with a missing key: rowCount 0', r.rowCount === 0, r.rowCount);
+  r = await conn.query("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'dec'");
+  check('reservable: after its 5 custom plans the server ran it with a generic plan (pg_prepared_statements)',
+        r.rows.length === 1 && Number(r.rows[0].generic_plans) >= 1, r.rows);
+  got = await reserved(conn, 1);
+  check(`reservable: after the prepared statement the value is ${expected}`, got === expected, got);
+
+  // a refusal: 23514 naming the constraint, and the transaction is aborted
+  await conn.query('BEGIN');
+  r = await conn.query(DEC, [1, 2]); // the gadget's only unit
+  check('reservable: in BEGIN, UPDATE ... - 1 of a stock of 1: rowCount 1', r.rowCount === 1, r.rowCount);
+  e = await errorOf(conn.query(DEC, [1, 2]));
+  check('reservable: past the CHECK bound: code 23514, constraint stock_qty_check',
+        e && e.code === '23514' && e.constraint === 'stock_qty_check', e && [e.code, e.constraint, e.message]);
+  e = await errorOf(conn.query('SELECT 1'));
+  check('reservable: after the refusal the transaction is aborted: 25P02', e && e.code === '25P02', e && e.code);
+  await conn.query('ROLLBACK');
+  got = await reserved(conn, 2);
+  check('reservable: the rolled back transaction reserved nothing: the gadget is still 1', got === 1, got);
+
+  // occ.try_reserve: false when sold out, and the transaction goes on
+  await conn.query('BEGIN');
+  r = await conn.query("SELECT occ.try_reserve('stock', 'qty', $1::int, $2) AS taken", [2, -5]);
+  check('reservable: occ.try_reserve of 5 from a stock of 1 returns false', r.rows[0].taken === false, r.rows[0]);
+  r = await conn.query(DEC, [1, 2]);
+  check('reservable: the transaction goes on: UPDATE ... - 1 of the gadget, rowCount 1', r.rowCount === 1, r.rowCount);
+  await conn.query('COMMIT');
+  got = await reserved(conn, 2);
+  check('reservable: committed: the gadget is 0', got === 0, got);
+
+  // other shapes that change the column: refused by its guard, 55000 with a hint
+  e = await errorOf(conn.query('UPDATE stock SET qty = $1 WHERE id = $2', [5, 1]));
+  check('reservable: SET qty = $1: code 55000, the hint names update_fields',
+        e && e.code === '55000' && (e.hint || '').includes('update_fields'), e && [e.code, e.hint]);
+  got = await reserved(conn, 1);
+  check(`reservable: the refused statement changed nothing: ${expected}`, got === expected, got);
 
   await conn.end();
   console.log(`node: ${checks} passed, 0 failed`);

@@ -19,7 +19,11 @@
 #     read-modify-writes of the hot row (--max-tries) and psycopg threads
 #     run a retry loop, nothing is lost or doubled, occ.key_stats counts
 #     pgbench's commits and attempts, and nothing outlives a transaction:
-#     the next client on the server connection has no key and no gate.
+#     the next client on the server connection has no key and no gate;
+#   - reservable columns (0.7.0) through transaction pooling: UPDATE stock
+#     SET qty = qty - 1 WHERE id = 1 reports UPDATE 1 (UPDATE 0 for a
+#     missing key), and pgbench's clients (transactions of three reserving
+#     UPDATEs) and psycopg threads leave occ.reserved_value exact.
 #
 # Runs in the cluster of test/run.sh's in_cluster (PG* set by pg_virtualenv,
 # as root): starts pgbouncer as the postgres user, with its own
@@ -221,5 +225,55 @@ echo "pgbouncer: after a transaction with SET LOCAL occ.key, the next client see
 [ "$left" = "[] 0" ] || fail "a key or a gate outlived its transaction: $left"
 err=$(bpsql -d occ_apps_one -c "SET occ.key = 'hot:1'" 2>&1) && fail "a session SET occ.key went through"
 grep -q "occ.key can only be set with SET LOCAL" <<<"$err" || fail "session SET occ.key: $err"
+
+# --- reservable columns through the pool -------------------------------------------
+# UPDATE stock SET qty = qty - 1 WHERE id = 1 reserves: no row lock, so the
+# clients' transactions through the pool do not queue on the row
+sql "CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL CHECK (qty >= 0));
+     INSERT INTO stock VALUES (1, 100000);
+     SELECT occ.make_reservable('stock', 'qty');" >/dev/null
+tag=$(psql -X -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -d "$DB" -c "UPDATE stock SET qty = qty - 1 WHERE id = 1")
+echo "pgbouncer: reservable: UPDATE stock SET qty = qty - 1 WHERE id = 1 through the pool: $tag"
+[ "$tag" = "UPDATE 1" ] || fail "the reserving UPDATE through PgBouncer reported '$tag', not 'UPDATE 1'"
+tag=$(psql -X -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -d "$DB" -c "UPDATE stock SET qty = qty - 1 WHERE id = 99")
+[ "$tag" = "UPDATE 0" ] || fail "the reserving UPDATE of a missing key through PgBouncer reported '$tag', not 'UPDATE 0'"
+script=$DIR/occ_reserve.sql
+cat >"$script" <<'SQL'
+BEGIN;
+UPDATE stock SET qty = qty - 1 WHERE id = 1;
+UPDATE stock SET qty = qty + 3 WHERE id = 1;
+UPDATE stock SET qty = qty - 4 WHERE id = 1;
+COMMIT;
+SQL
+out=$(pgbench -n -h 127.0.0.1 -p "$PORT" -d "$DB" -c "$CLIENTS" -j 2 -t 25 -f "$script" 2>&1) ||
+    fail "pgbench with reserving UPDATEs failed: $out"
+processed=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+[ "$processed" = "$((CLIENTS * 25))" ] || fail "pgbench with reserving UPDATEs: $out"
+value=$(sql "SELECT occ.reserved_value('stock', 'qty', 1)")
+echo "pgbouncer: reservable: pgbench $CLIENTS clients x 25 transactions of 3 reserving UPDATEs (-1 +3 -4): $processed committed, value $value"
+[ "$value" = "$((100000 - 1 - 2 * processed))" ] ||
+    fail "after $processed transactions of -2 the value is $value, not $((100000 - 1 - 2 * processed))"
+# the same through psycopg (prepare_threshold=None: no named statements)
+got=$(/usr/bin/python3 - "$PORT" "$DB" <<'PY'
+import sys, threading, psycopg
+results = []
+def client():
+    try:
+        with psycopg.connect(host="127.0.0.1", port=sys.argv[1], dbname=sys.argv[2], prepare_threshold=None) as conn:
+            for _ in range(20):
+                results.append(conn.execute("UPDATE stock SET qty = qty - %s WHERE id = %s", (1, 1)).rowcount)
+                conn.commit()
+    except Exception as e:
+        results.append(f"{type(e).__name__}: {e}")
+threads = [threading.Thread(target=client) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("ok" if results == [1] * 80 else [r for r in results if r != 1][:1] or len(results))
+PY
+)
+after=$(sql "SELECT occ.reserved_value('stock', 'qty', 1)")
+echo "pgbouncer: reservable: psycopg, 4 threads x 20 reserving UPDATEs: $got, value $after"
+[ "$got" = ok ] || fail "psycopg's reserving UPDATEs through PgBouncer: not rowcount 1 each: $got"
+[ "$after" = "$((value - 80))" ] || fail "after psycopg's 80 reservations of 1 the value is $after, not $((value - 80))"
 
 echo "pgbouncer: ok"

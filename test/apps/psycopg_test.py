@@ -26,7 +26,23 @@
 #     (ActiveSqlTransaction) and a hint; four threads running a client-side
 #     retry loop of REPEATABLE READ read-modify-writes with SET LOCAL
 #     occ.key lose and double nothing, and occ.key_stats counts each
-#     attempt, commit and serialization failure the threads saw.
+#     attempt, commit and serialization failure the threads saw;
+#   - reservable columns (0.7.0): on a reservable stock table, UPDATE stock
+#     SET qty = qty - %s WHERE id = %s reserves: cursor.rowcount is 1 (0 for
+#     a missing key) and occ.reserved_value moves by exactly the delta, with
+#     server-side binding (psycopg's default cursor), client-side binding
+#     (ClientCursor), a prepared statement (prepare=True) executed 7 times,
+#     past the 5 custom plans after which the server switches to a generic
+#     plan, and with plan_cache_mode = force_generic_plan
+#     (pg_prepared_statements counts the generic plans); a reservation past
+#     the CHECK bound is psycopg.errors.CheckViolation (23514) naming the
+#     constraint, and aborts the transaction; occ.try_reserve returns False
+#     when sold out and the transaction goes on; SET qty = 5, another column in the same UPDATE and
+#     RETURNING are ObjectNotInPrerequisiteState (55000) with a hint that
+#     names update_fields; a transaction that reserved and stays open holds
+#     no row lock: a second connection's UPDATE of the row (statement_timeout
+#     2s) and a third's SELECT ... FOR UPDATE NOWAIT go through at once; both
+#     commits count, exactly, and a plain SELECT shows the value once folded.
 #
 # Run with Debian's interpreter, /usr/bin/python3, against a database where
 # pg_occ is installed (connection from the PG* environment variables; see
@@ -288,6 +304,169 @@ check(f"occ.key_stats counts the {sum(tries)} attempts, {THREADS * TRANSACTIONS}
       stats is not None and stats[:3] == (sum(tries), THREADS * TRANSACTIONS, sum(conflicts)), stats)
 print(f"psycopg: SET LOCAL occ.key: {sum(tries)} attempts for {THREADS * TRANSACTIONS} commits, "
       f"{stats[3]} queued (not asserted)")
+
+# --- reservable columns: UPDATE ... SET qty = qty - %s WHERE id = %s reserves ---
+setup.execute("""
+    DROP TABLE IF EXISTS stock;
+    CREATE TABLE stock (id int PRIMARY KEY, name text NOT NULL, qty int NOT NULL CHECK (qty >= 0));
+    INSERT INTO stock VALUES (1, 'widget', 1000), (2, 'gadget', 1);
+    SELECT occ.make_reservable('stock', 'qty');
+""")
+DEC = "UPDATE stock SET qty = qty - %s WHERE id = %s"
+
+
+def reserved(c, key):
+    """occ.reserved_value: the committed value plus c's own reservations"""
+    return c.execute("SELECT occ.reserved_value('stock', 'qty', %s::int)", [key]).fetchone()[0]
+
+
+expected = 1000
+cur = conn.execute(DEC, (3, 1))
+expected -= 3
+check("reservable: UPDATE stock SET qty = qty - %s WHERE id = %s (server-side binding): rowcount 1, "
+      "status 'UPDATE 1'", cur.rowcount == 1 and cur.statusmessage == "UPDATE 1", (cur.rowcount, cur.statusmessage))
+got = reserved(conn, 1)
+check(f"reservable: occ.reserved_value is {expected} after the reservation of 3", got == expected, got)
+cur = conn.execute(DEC, (3, 99))
+check("reservable: the same UPDATE of a missing key: rowcount 0, status 'UPDATE 0'",
+      cur.rowcount == 0 and cur.statusmessage == "UPDATE 0", (cur.rowcount, cur.statusmessage))
+cur = conn.execute("UPDATE stock SET qty = %s + qty WHERE id = %s", (-2, 1))
+expected -= 2
+check("reservable: SET qty = %s + qty: rowcount 1", cur.rowcount == 1, cur.rowcount)
+cur = psycopg.ClientCursor(conn)
+cur.execute(DEC, (5, 1))
+expected -= 5
+check("reservable: client-side binding (ClientCursor, literals in the text): rowcount 1",
+      cur.rowcount == 1, cur.rowcount)
+got = reserved(conn, 1)
+check(f"reservable: the value is exact after the three forms: {expected}", got == expected, got)
+
+# a prepared statement (Parse once, then Bind/Execute): after 5 custom plans
+# the server may switch to a generic plan, where the key and the delta are
+# parameters at execution
+counts = [conn.execute(DEC, (1, 1), prepare=True).rowcount for _ in range(7)]
+expected -= 7
+check("reservable: prepare=True, executed 7 times: rowcount 1 each time", counts == [1] * 7, counts)
+got = reserved(conn, 1)
+check(f"reservable: prepare=True, 7 x 1: the value is {expected}", got == expected, got)
+plans = conn.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                     "WHERE statement LIKE 'UPDATE stock SET qty = qty - $1%'").fetchall()
+check("reservable: after its 5 custom plans the server ran the prepared statement with a generic plan "
+      "(pg_prepared_statements: generic_plans >= 1)", len(plans) == 1 and plans[0][0] >= 1, plans)
+counts = [conn.execute(DEC, (2, 99), prepare=True).rowcount for _ in range(2)]
+check("reservable: the prepared statement with a missing key: rowcount 0", counts == [0, 0], counts)
+
+with connect(autocommit=True) as generic:
+    generic.execute("SET plan_cache_mode = force_generic_plan")
+    counts = [generic.execute(DEC, (1, 1), prepare=True).rowcount for _ in range(3)]
+    counts += [generic.execute(DEC, (1, 99), prepare=True).rowcount]
+    expected -= 3
+    plans = generic.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                            "WHERE statement LIKE 'UPDATE stock SET qty = qty - $1%'").fetchone()
+    check("reservable: force_generic_plan, prepare=True: rowcount 1, 1, 1 and 0 for a missing key, "
+          "all generic plans", counts == [1, 1, 1, 0] and plans is not None and plans[0] == 4 and plans[1] == 0,
+          (counts, plans))
+got = reserved(conn, 1)
+check(f"reservable: after the generic plans the value is {expected}", got == expected, got)
+
+# a refusal: 23514 naming the constraint, and the transaction is aborted
+with connect() as tx:
+    tx.execute(DEC, (1, 2))   # BEGIN; takes the gadget's only unit
+    try:
+        tx.execute(DEC, (1, 2))
+        check("reservable: a reservation past the CHECK bound is refused", False)
+    except errors.CheckViolation as e:
+        check("reservable: past the bound: psycopg.errors.CheckViolation (23514) naming stock_qty_check",
+              e.sqlstate == "23514" and "stock_qty_check" in str(e), (e.sqlstate, str(e)))
+        print(f"psycopg: the refusal's diag: constraint_name {e.diag.constraint_name!r}, "
+              f"detail {e.diag.message_detail!r}")
+    check("reservable: after the refusal the transaction is aborted (INERROR)",
+          tx.info.transaction_status == psycopg.pq.TransactionStatus.INERROR, tx.info.transaction_status)
+    try:
+        tx.execute("SELECT 1")
+        check("reservable: a statement after the refusal is refused", False)
+    except errors.InFailedSqlTransaction:
+        check("reservable: the next statement is InFailedSqlTransaction (25P02)", True)
+    tx.rollback()
+got = reserved(conn, 2)
+check("reservable: the rolled back transaction reserved nothing: the gadget is still 1", got == 1, got)
+
+# occ.try_reserve: false when sold out, and the transaction goes on
+with connect() as tx:
+    cur = tx.execute(DEC, (1, 1))
+    check("reservable: in a transaction, UPDATE ... - 1: rowcount 1", cur.rowcount == 1, cur.rowcount)
+    taken = tx.execute("SELECT occ.try_reserve('stock', 'qty', %s, %s)", [2, -5]).fetchone()[0]
+    check("reservable: occ.try_reserve(..., 2, -5) of a stock of 1 (sold out) returns False",
+          taken is False, taken)
+    check("reservable: after try_reserve's False the transaction goes on (INTRANS)",
+          tx.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS, tx.info.transaction_status)
+    taken = tx.execute("SELECT occ.try_reserve('stock', 'qty', %s, %s)", [2, -1]).fetchone()[0]
+    check("reservable: then occ.try_reserve(..., 2, -1) returns True", taken is True, taken)
+    got = (reserved(tx, 1), reserved(tx, 2))
+    check(f"reservable: inside the transaction occ.reserved_value sees its own reservations: ({expected - 1}, 0)",
+          got == (expected - 1, 0), got)
+    tx.commit()
+expected -= 1
+got = (reserved(conn, 1), reserved(conn, 2))
+check(f"reservable: committed: ({expected}, 0)", got == (expected, 0), got)
+
+# other shapes that change the column: refused by its guard, 55000 with a hint
+for what, query in [("SET qty = 5", "UPDATE stock SET qty = %s WHERE id = %s"),
+                    ("another column in the same UPDATE",
+                     "UPDATE stock SET qty = qty - %s, name = 'x' WHERE id = %s"),
+                    ("RETURNING", "UPDATE stock SET qty = qty - %s WHERE id = %s RETURNING qty")]:
+    try:
+        conn.execute(query, (5, 1))
+        check(f"reservable: {what} is refused", False)
+    except errors.ObjectNotInPrerequisiteState as e:
+        hint = e.diag.message_hint or ""
+        check(f"reservable: {what}: ObjectNotInPrerequisiteState (55000), the hint names update_fields",
+              e.sqlstate == "55000" and "update_fields" in hint, (e.sqlstate, hint))
+print(f"psycopg: the guard's hint is: {hint!r}")
+cur = conn.execute("UPDATE stock SET name = %s WHERE id = %s", ("sprocket", 1))
+check("reservable: an UPDATE of another column only is not the guard's business: rowcount 1",
+      cur.rowcount == 1, cur.rowcount)
+got = reserved(conn, 1)
+check(f"reservable: the refused statements changed nothing: {expected}", got == expected, got)
+
+# no row lock: a second connection's UPDATE does not wait for an open one
+first = connect()
+cur = first.execute(DEC, (1, 1))   # BEGIN; reserve; stays open
+check("reservable: the first transaction's UPDATE ... - 1: rowcount 1", cur.rowcount == 1, cur.rowcount)
+second = connect()
+second.execute("SET statement_timeout = '2s'")
+second.commit()
+t0 = time.monotonic()
+try:
+    cur = second.execute(DEC, (1, 1))
+    waited = time.monotonic() - t0
+    check(f"reservable: a second connection's UPDATE of the same row while the first is open: rowcount 1 "
+          f"in {waited * 1000:.0f} ms (< 1 s)", cur.rowcount == 1 and waited < 1.0, (cur.rowcount, waited))
+except errors.QueryCanceled as e:
+    check("reservable: the second connection's UPDATE did not wait for the first transaction", False, str(e))
+with connect(autocommit=True) as third:
+    third.execute("SET statement_timeout = '2s'")
+    try:
+        third.execute("SELECT id FROM stock WHERE id = 1 FOR UPDATE NOWAIT")
+        check("reservable: both open reservations hold no row lock: SELECT ... FOR UPDATE NOWAIT goes through", True)
+    except errors.LockNotAvailable as e:
+        check("reservable: the open reservations hold no row lock", False, str(e))
+check("reservable: the first transaction is still open",
+      first.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS, first.info.transaction_status)
+second.commit()
+first.commit()
+first.close()
+second.close()
+expected -= 2
+got = reserved(conn, 1)
+check(f"reservable: both committed: the value is {expected}", got == expected, got)
+
+# the fold applies the committed reservations to the column (~100 ms)
+deadline = time.monotonic() + 10
+while (plain := conn.execute("SELECT qty FROM stock WHERE id = 1").fetchone()[0]) != expected \
+        and time.monotonic() < deadline:
+    time.sleep(0.05)
+check(f"reservable: a plain SELECT of qty shows {expected} once folded", plain == expected, plain)
 
 conn.close()
 setup.close()
