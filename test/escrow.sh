@@ -11,15 +11,19 @@
 # (occ.reservable_rows), so that rows are evicted and loaded again from the
 # tables all the time, beside the fold.  CLIENTS threads (Debian's
 # python3-psycopg) each run, over and over, a transaction that inserts one
-# or two order lines (a unique id, product, delta) and, for each,
-# occ.reserve(product, delta) (mostly decrements, some increments);
+# or two order lines (a unique id, product, delta) and, for each, reserves
+# the delta (mostly decrements, some increments): by occ.reserve(product,
+# delta) or by the plain UPDATE that pg_occ runs as one (UPDATE stock SET
+# qty = qty + $delta WHERE id = $product, or qty - $minus, $delta + qty,
+# COALESCE(qty, 0) + $delta; "UPDATE 1", and a refusal is 23514 as
+# occ.reserve's), chosen at random for each line (ESCROW_FORM);
 # sometimes one more line in a savepoint (released, rolled back, or rolled
 # back because its reservation is refused); sometimes reads a catalog table,
 # calls occ.reserved_value (at serializable a read of the row, which may
 # get 40001 as a read of a row others update would; and PostgreSQL's
 # serializable checks may then cancel a writer at its commit, "conflict in
 # from prepared pivot", counted apart) or sleeps a few ms; and commits.  A fifth of the
-# transactions are instead one line as the body of occ.retry in batch mode,
+# transactions are instead one line (either form) as the body of occ.retry in batch mode,
 # all on one key (the body fails with a simulated 40001 until it holds the
 # key's gate, so that the calls queue and, at read committed and
 # serializable, commit in batches: a leader's transaction runs its
@@ -62,15 +66,22 @@
 # order lines, >= 0, nothing in flight; every transaction seen committed
 # has all the lines it kept, every one seen failed or lost none, an unknown
 # one all or none; refusals (23514) happened in both phases, and the
-# faults (cancels, terminations, crashes) in the storm.  Then the standby,
+# faults (cancels, terminations, crashes) in the storm; with both forms,
+# each committed lines and was refused in each phase, every UPDATE (outside
+# occ.retry) said "UPDATE 1" (and is planned as an OccReserve; one of no
+# row's key says
+# "UPDATE 0" and reserves nothing).  Then the standby,
 # once it has replayed the primary's last LSN: qty + its ledger rows and
 # occ.reserved_value equal the primary's values, and occ.reserve there
-# fails with 25006; promoted, it loads the rows from its tables (the same
-# values), takes the hot product's whole stock, refuses one more (23514),
+# fails with 25006, as the UPDATE does; promoted, it loads the rows from its
+# tables (the same values), takes the hot product's whole stock, refuses one
+# more (23514, by occ.reserve and by the UPDATE),
 # and folds to 0.  Prints a summary; any violation: exit 1, with the
 # seed (SEED=... runs the same clients' choices again; the timing differs).
 # Environment: CLIENTS (24), STORM_SECONDS (30), QUIET_SECONDS (10),
-# KILL_EVERY (5), FOLD_INTERVAL (occ.fold_interval, 100), SEED (random);
+# KILL_EVERY (5), FOLD_INTERVAL (occ.fold_interval, 100), SEED (random),
+# ESCROW_FORM (how the clients reserve: mixed, each line at random by
+# occ.reserve or by the UPDATE; reserve; update);
 # PG_CONFIG (default: pg_config on the PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -81,7 +92,8 @@ fail() { echo "escrow: FAIL: $*" >&2; exit 1; }
 # Debian's interpreter: the workload needs its python3-psycopg
 PYTHON=${PYTHON:-/usr/bin/python3}
 export CLIENTS=${CLIENTS:-24} STORM_SECONDS=${STORM_SECONDS:-30} QUIET_SECONDS=${QUIET_SECONDS:-10}
-export KILL_EVERY=${KILL_EVERY:-5} SEED=${SEED:-$RANDOM}
+export KILL_EVERY=${KILL_EVERY:-5} SEED=${SEED:-$RANDOM} ESCROW_FORM=${ESCROW_FORM:-mixed}
+case $ESCROW_FORM in mixed | reserve | update) ;; *) fail "ESCROW_FORM is mixed, reserve or update, not $ESCROW_FORM" ;; esac
 base=$(mktemp -d)
 chmod 711 "$base"
 p=$base/p
@@ -156,9 +168,17 @@ COLD = []  # the products beyond the first four
 # transaction runs its followers' bodies, each in a subtransaction)
 RETRY_SHARE = 0.2
 RETRY_CALL = ("CALL occ.retry('SELECT conflict_until_gated(); INSERT INTO orders VALUES ($1, $2, $3, $4);"
-              " SELECT occ.reserve(''stock'', ''qty'', $3, $4)',"
-              " params => row(%s::text, %s::text, %s::int, %s::int), isolation => %s,"
-              " contention => 'batch', key => %s)")
+              " %s',"
+              " params => row(%%s::text, %%s::text, %%s::int, %%s::int), isolation => %%s,"
+              " contention => 'batch', key => %%s)")
+RETRY_CALLS = {"occ.reserve": RETRY_CALL % "SELECT occ.reserve(''stock'', ''qty'', $3, $4)",
+               "UPDATE": RETRY_CALL % "UPDATE stock SET qty = qty + $4 WHERE id = $3"}
+# how a line reserves its delta (ESCROW_FORM): by occ.reserve, or by a plain
+# UPDATE of one of these shapes (and the delta times the sign), which
+# pg_occ runs as the same reservation
+FORM = E["ESCROW_FORM"]
+UPDATE_SHAPES = [("qty + %s::int", 1), ("qty - %s::bigint", -1), ("%s::int + qty", 1),
+                 ("COALESCE(qty, 0) + %s::int", 1)]
 # SQLSTATEs a transaction may fail with on a live connection
 EXPECTED = {"23514": "refused", "57014": "cancelled", "40001": "serialization failure",
             "40001 prepared pivot": "serialization failure"}
@@ -263,6 +283,12 @@ class Phase:
         self.name, self.seconds, self.levels = name, seconds, levels
         self.history = []  # (txn, level, lines, outcome, sqlstate)
         self.stop = threading.Event()
+        # per form: lines in committed transactions, refusals (23514)
+        self.by_form = {f: {"committed lines": 0, "refused": 0} for f in ("occ.reserve", "UPDATE")}
+
+    def tally_form(self, form, what, n=1):
+        with lock:
+            self.by_form[form][what] += n
 
 
 def pick_product(rnd):
@@ -272,6 +298,30 @@ def pick_product(rnd):
 
 def pick_delta(rnd):
     return -rnd.randint(1, 3) if rnd.random() < 0.8 else rnd.randint(1, 4)
+
+
+def pick_form(rnd):
+    """a line's form: None for occ.reserve, else an index in UPDATE_SHAPES
+    (the same choices of rnd whatever ESCROW_FORM)"""
+    by_update, shape = rnd.random() < 0.5, rnd.randrange(len(UPDATE_SHAPES))
+    return shape if FORM == "update" or (FORM == "mixed" and by_update) else None
+
+
+def form_name(form):
+    return "occ.reserve" if form is None else "UPDATE"
+
+
+def reserve(conn, txn, form, product, delta):
+    """the line's reservation, by occ.reserve or by the UPDATE (which must
+    say UPDATE 1: every product has a row)"""
+    if form is None:
+        conn.execute("SELECT occ.reserve('stock', 'qty', %s::int, %s::bigint)", (product, delta))
+        return
+    expr, sign = UPDATE_SHAPES[form]
+    cur = conn.execute("UPDATE stock SET qty = " + expr + " WHERE id = %s::int", (sign * delta, product))
+    if cur.statusmessage != "UPDATE 1" or cur.rowcount != 1:
+        violation("%s: UPDATE stock SET qty = %s WHERE id = %d (delta %d): %r, rowcount %d, not UPDATE 1"
+                  % (txn, expr % (sign * delta), product, delta, cur.statusmessage, cur.rowcount))
 
 
 def settle(conn):
@@ -308,6 +358,8 @@ def client(c, phase):
             optional = len(lines) if rnd.random() < 0.15 else None
             if optional is not None:
                 lines.append((pick_product(rnd), pick_delta(rnd)))
+            forms = [pick_form(rnd) for _ in lines]
+            current = None  # the form of the statement that runs
             kept = {}
             stage, state = "body", None
             retry = rnd.random() < RETRY_SHARE
@@ -317,8 +369,10 @@ def client(c, phase):
                     # one line; the call is the transaction, and its commit
                     product, delta = lines[0]
                     kept[0] = lines[0]
+                    forms = forms[:1]
+                    current = forms[0]
                     stage = "commit"
-                    conn.execute(RETRY_CALL, ("%s/0" % txn, txn, product, delta, level, "stock"))
+                    conn.execute(RETRY_CALLS[form_name(current)], ("%s/0" % txn, txn, product, delta, level, "stock"))
                     raise Committed()
                 conn.execute("BEGIN ISOLATION LEVEL " + level)
                 for j, (product, delta) in enumerate(lines):
@@ -327,10 +381,12 @@ def client(c, phase):
                     try:
                         conn.execute("INSERT INTO orders VALUES (%s, %s, %s::int, %s::int)",
                                      ("%s/%d" % (txn, j), txn, product, delta))
-                        conn.execute("SELECT occ.reserve('stock', 'qty', %s::int, %s::bigint)", (product, delta))
+                        current = forms[j]
+                        reserve(conn, txn, current, product, delta)
                     except psycopg.errors.CheckViolation:
                         if j != optional:
                             raise
+                        phase.tally_form(form_name(current), "refused")
                         conn.execute("ROLLBACK TO SAVEPOINT optional")
                         count("refused in savepoints")
                         continue
@@ -361,6 +417,8 @@ def client(c, phase):
                 outcome = "ok"
             except psycopg.Error as e:
                 state = e.sqlstate
+                if state == "23514":
+                    phase.tally_form(form_name(current), "refused")
                 if broken(conn):
                     # before COMMIT was sent nothing can have committed
                     outcome = "unknown" if stage == "commit" else "lost"
@@ -378,8 +436,12 @@ def client(c, phase):
                     if not settle(conn):
                         conn.close()
                         conn = None
+            if outcome == "ok":
+                for j in kept:
+                    phase.tally_form(form_name(forms[j]), "committed lines")
+            by = sorted({form_name(f) for f in forms})
             with lock:
-                phase.history.append((txn, level + (" in occ.retry" if retry else "") +
+                phase.history.append((txn, level + " by " + " and ".join(by) + (" in occ.retry" if retry else "") +
                                       (", reading its value" if read_value else ""), kept, outcome, state))
             gate.leave()
     except Exception as e:  # noqa: BLE001 (reported, fails the run)
@@ -676,6 +738,17 @@ def main():
     conn = connect(PRIMARY, "escrow-check")
     for pid, qty in conn.execute("SELECT id, qty FROM stock"):
         INITIAL[pid] = qty
+    # the UPDATEs are reservations (an OccReserve, no ModifyTable: no row
+    # lock), and one of a key no row has reserves nothing
+    for expr, sign in UPDATE_SHAPES:
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN UPDATE stock SET qty = " + expr + " WHERE id = %s::int", (sign * -1, 1)))
+        if "OccReserve" not in plan or "Update on" in plan:
+            violation("UPDATE stock SET qty = %s WHERE id = 1 is not planned as a reservation:\n%s"
+                      % (expr % -sign, plan))
+    cur = conn.execute("UPDATE stock SET qty = qty - 1 WHERE id = -1")
+    if cur.statusmessage != "UPDATE 0":
+        violation("UPDATE stock SET qty = qty - 1 WHERE id = -1 (no such row): %r, not UPDATE 0" % cur.statusmessage)
     conn.close()
     COLD.extend(sorted(p for p in INITIAL if p > 4))
     samplers = [threading.Thread(target=sampler, args=(k,), daemon=True) for k in (1, 2)]
@@ -759,6 +832,12 @@ def main():
         if e.sqlstate != "25006":
             violation("occ.reserve on the standby: %s: %s (want 25006)" % (e.sqlstate, e))
         standby_error = str(e).splitlines()[0]
+    try:
+        sconn.execute("UPDATE stock SET qty = qty - 1 WHERE id = 1")
+        violation("the UPDATE on the standby succeeded")
+    except psycopg.Error as e:
+        if e.sqlstate != "25006":
+            violation("the UPDATE on the standby: %s: %s (want 25006)" % (e.sqlstate, e))
 
     # failover: the standby, promoted, loads its rows from its tables, takes
     # the hot product's whole stock and refuses one more
@@ -785,6 +864,12 @@ def main():
     except psycopg.Error as e:
         if e.sqlstate != "23514":
             violation("promoted standby: a reservation beyond the stock: %s: %s (want 23514)" % (e.sqlstate, e))
+    try:
+        sconn.execute("UPDATE stock SET qty = qty - 1 WHERE id = 1")
+        violation("promoted standby: an UPDATE of the hot product's stock, 0, was taken")
+    except psycopg.Error as e:
+        if e.sqlstate != "23514":
+            violation("promoted standby: an UPDATE beyond the stock: %s: %s (want 23514)" % (e.sqlstate, e))
     give_up = time.monotonic() + 30
     while sconn.execute("SELECT count(*) FROM occ.reservation_ledger").fetchone()[0] > 0:
         if time.monotonic() > give_up:
@@ -809,6 +894,14 @@ def main():
         if t["serialization failures"] > 0:
             violation("%s phase: %d serialization failures (40001) from transactions that read no reserved row"
                       " (only their own rows and reservations)" % (phase.name, t["serialization failures"]))
+        say("%s phase, by form: %s" % (phase.name, "; ".join(
+            "%s %d lines committed, %d refused" % (f, v["committed lines"], v["refused"])
+            for f, v in phase.by_form.items())))
+        for f, v in phase.by_form.items():
+            if FORM in ("mixed", "update" if f == "UPDATE" else "reserve") and (
+                    v["committed lines"] < 100 or v["refused"] < 10):
+                violation("%s phase: by %s only %d lines committed, %d refused"
+                          % (phase.name, f, v["committed lines"], v["refused"]))
     st = tally(storm_phase)
     say("occ.retry: %d calls in batch mode (since the last crash %d queued, %d committed in batches)"
         % (sum(level.endswith("occ.retry") for phase in (storm_phase, quiet_phase)
@@ -825,8 +918,8 @@ def main():
         " %d optional lines refused and %d rolled back in savepoints"
         % (counts["samples"], counts["standby samples"], counts["standby conflicts"], counts["own values"],
            counts["rebuilds checked"], counts["pauses checked"], counts["refused in savepoints"], counts["savepoints rolled back"]))
-    say("final: %s, %d others %d in all; the standby agrees, and refuses occ.reserve (%s);"
-        " promoted, it takes the hot product's stock and refuses more"
+    say("final: %s, %d others %d in all; the standby agrees, and refuses occ.reserve (%s) and the UPDATE;"
+        " promoted, it takes the hot product's stock and refuses more (by both)"
         % (", ".join("product %d = %d" % (p, final[p]) for p in range(1, 5)), len(COLD),
            sum(final[p] for p in COLD), standby_error))
     if st["cancelled"] < 10:

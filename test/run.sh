@@ -49,8 +49,9 @@
 #   occ.stats over restarts (test/persist.sh), batch mode's leader
 #   cancelled, terminated and killed with SIGKILL at each point of a batch
 #   (test/batch_kill.sh), reservable columns (escrow) Jepsen style with a
-#   hot standby (test/escrow.sh: clients at each isolation level under
-#   cancels, terminations, SIGKILLs and an immediate restart; exactly once,
+#   hot standby (test/escrow.sh: clients at each isolation level, reserving
+#   by occ.reserve and by the plain UPDATE, under cancels, terminations,
+#   SIGKILLs and an immediate restart; exactly once,
 #   no lost update, the bound never broken, no serialization failure, the
 #   standby's values), reservable columns and logical replication
 #   (test/logical.sh: a subscriber gets the folded values, never the

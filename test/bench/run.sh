@@ -63,7 +63,8 @@
 #   batch       batch mode (issue 18) against the row lock and queue mode,
 #               durable and not, interleaved (test/bench/batch.sh).
 #   escrow      reservable columns (issue 28): an inventory decrement with
-#               an order line and 1 or 10 ms of work, occ.reserve against
+#               an order line and 1 or 10 ms of work, occ.reserve and the
+#               plain UPDATE that pg_occ runs as one (issue 36) against
 #               the row lock, queue and batch mode, durable and not,
 #               interleaved, and a sell-out (test/bench/escrow.sh).
 #
@@ -201,6 +202,7 @@ Usage: $0 [--quick | --full] [options]
   --batch-rounds R     its interleaved rounds (default: $BATCH_ROUNDS)
   --escrow-clients N   clients of the escrow mode (default: $ESCROW_CLIENTS)
   --escrow-rounds R    its interleaved rounds (default: $ESCROW_ROUNDS)
+  --escrow-forms "..." its forms (default: $ESCROW_FORMS)
   --clients "1 4 16"   sweep client counts          (default: $CLIENTS)
   --duration S         seconds per sweep, overhead and contention run (default: $DURATION)
   --work "0 1"         work_ms values of the sweep  (default: $WORK)
@@ -329,6 +331,7 @@ parse_args() {
 			--batch-rounds) BATCH_ROUNDS=$2; shift ;;
 			--escrow-clients) ESCROW_CLIENTS=$2; shift ;;
 			--escrow-rounds) ESCROW_ROUNDS=$2; shift ;;
+			--escrow-forms) ESCROW_FORMS=$2; shift ;;
 			--max-attempts) MAX_ATTEMPTS=$2; shift ;;
 			--base) BASE=$2; shift ;;
 			--cap) CAP=$2; shift ;;
@@ -565,7 +568,7 @@ run_one() {
 	case $form in
 		pessimistic* | bare | occ-bare-nostats | *-lock | lock) attempts=$((commits + failed)) ;;
 		pgbench-retry | client-rr-*) attempts=$((commits + failed + ${retries:-0})) ;;
-		reserve*) attempts=$((commits + failed)) ;;
+		reserve* | update) attempts=$((commits + failed)) ;;
 		occ-* | mixed-* | *-occ* | queue | batch | *-batch*) attempts=""
 			if [ "$STATS" = 1 ]; then
 				read -r attempts s_commits s_gave_up <<<"$(occ_stats)"
