@@ -27,26 +27,16 @@
  * leaves the table only when none is in flight.
  *
  * Every database and role shares the entries: a transaction's rows in
- * flight count against its database and its session's role; the last
- * quarter of occ.reservable_rows is kept for the roles that hold less than
- * a quarter, its last eighth for the databases that do, so that no one
- * role or database can fill the table.
+ * flight count against its database's and role's shares (escrow_share.c).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/genam.h"
-#include "access/heapam.h"
-#include "access/htup_details.h"
-#include "access/stratnum.h"
-#include "access/table.h"
-#include "access/tableam.h"
 #include "access/xact.h"
 #include "common/int.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
-#include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
@@ -55,19 +45,9 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
-#include "utils/snapmgr.h"
-#include "utils/wait_event.h"
 
 #include "pg_occ.h"
 #include "escrow/escrow.h"
-
-/* a backend's share: the rows its transaction has in flight */
-typedef struct OccEscrowShare
-{
-	Oid			dbid;
-	Oid			roleid;
-	int32		rows;
-} OccEscrowShare;
 
 /* a reservation of this transaction's */
 typedef struct OccReservation
@@ -86,9 +66,7 @@ typedef struct OccReservedRow
 } OccReservedRow;
 
 static LWLock *occ_escrow_lock = NULL;
-static LWLock *occ_escrow_share_lock = NULL;
 static HTAB *occ_escrow_rows = NULL;
-static OccEscrowShare *occ_escrow_shares = NULL;
 
 /* this transaction's reservations in the order taken, and its rows */
 static List *occ_reservations_made = NIL;
@@ -102,7 +80,7 @@ Size
 occ_escrow_shmem_size(void)
 {
 	return add_size(hash_estimate_size(occ_reservable_rows, sizeof(OccEscrowRow)),
-					mul_size(MaxBackends, sizeof(OccEscrowShare)));
+					occ_escrow_shares_size());
 }
 
 /* occ_escrow_shmem_request: our LWLocks: the entries', the shares' */
@@ -112,23 +90,18 @@ occ_escrow_shmem_request(void)
 	RequestNamedLWLockTranche("pg_occ escrow", 2);
 }
 
-/* occ_escrow_shmem_init: create or attach to the rows' entries */
+/* occ_escrow_shmem_init: create or attach to the rows' entries and shares */
 void
 occ_escrow_shmem_init(void)
 {
 	HASHCTL		info;
-	bool		found;
 
 	info.keysize = sizeof(OccEscrowTag);
 	info.entrysize = sizeof(OccEscrowRow);
 	occ_escrow_rows = occ_shmem_init_hash("pg_occ escrow rows", occ_reservable_rows, &info,
 										  HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
-	occ_escrow_shares = ShmemInitStruct("pg_occ escrow shares",
-										mul_size(MaxBackends, sizeof(OccEscrowShare)), &found);
-	if (!found)
-		memset(occ_escrow_shares, 0, mul_size(MaxBackends, sizeof(OccEscrowShare)));
 	occ_escrow_lock = &(GetNamedLWLockTranche("pg_occ escrow"))[0].lock;
-	occ_escrow_share_lock = &(GetNamedLWLockTranche("pg_occ escrow"))[1].lock;
+	occ_escrow_shares_init(&(GetNamedLWLockTranche("pg_occ escrow"))[1].lock);
 }
 
 /* occ_escrow_ready: is the entries' shared memory there (pg_occ preloaded)? */
@@ -321,6 +294,24 @@ occ_escrow_row(const OccEscrowTag *tag, Relation rel, const OccReservable *decl,
 	}
 }
 
+/*
+ * occ_escrow_loaded: has tag's row a loaded entry?  Then the row exists: a
+ * declared column's rows are not deleted, and an entry leaves when its
+ * column's declaration changes.
+ */
+bool
+occ_escrow_loaded(const OccEscrowTag *tag)
+{
+	OccEscrowRow *row;
+	bool		loaded;
+
+	LWLockAcquire(occ_escrow_lock, LW_SHARED);
+	row = hash_search(occ_escrow_rows, tag, HASH_FIND, NULL);
+	loaded = row != NULL && row->loaded;
+	LWLockRelease(occ_escrow_lock);
+	return loaded;
+}
+
 /* occ_escrow_release: release the lock that occ_escrow_row returned with */
 void
 occ_escrow_release(void)
@@ -338,54 +329,6 @@ occ_escrow_committed(OccEscrowRow *row)
 	value = row->committed;
 	SpinLockRelease(&row->mutex);
 	return value;
-}
-
-/*
- * occ_escrow_share: count one more row in flight against this backend's
- * database and session role; false (nothing counted) when the table's last
- * quarter is all that is left and the role holds a quarter already, or its
- * last eighth and the database does: those are for the others, so that no
- * one role or database can fill the table
- */
-static bool
-occ_escrow_share(void)
-{
-	OccEscrowShare *mine = &occ_escrow_shares[occ_my_procno()];
-	Oid			role = GetSessionUserId();
-	int			quarter = Max(occ_reservable_rows / 4, 1);
-	int			all_rows = 0;
-	int			db_rows = 0;
-	int			role_rows = 0;
-	bool		room;
-
-	LWLockAcquire(occ_escrow_share_lock, LW_EXCLUSIVE);
-	for (int i = 0; i < MaxBackends; i++)
-	{
-		all_rows += occ_escrow_shares[i].rows;
-		db_rows += occ_escrow_shares[i].dbid == MyDatabaseId ? occ_escrow_shares[i].rows : 0;
-		role_rows += occ_escrow_shares[i].roleid == role ? occ_escrow_shares[i].rows : 0;
-	}
-	room = (all_rows < occ_reservable_rows - quarter || role_rows < quarter) &&
-		(all_rows < occ_reservable_rows - quarter / 2 || db_rows < quarter);
-	if (room)
-	{
-		mine->dbid = MyDatabaseId;
-		mine->roleid = role;
-		mine->rows++;
-	}
-	LWLockRelease(occ_escrow_share_lock);
-	return room;
-}
-
-/* occ_escrow_unshare: rows rows of this backend's are in flight no more */
-static void
-occ_escrow_unshare(int rows)
-{
-	OccEscrowShare *mine = &occ_escrow_shares[occ_my_procno()];
-
-	LWLockAcquire(occ_escrow_share_lock, LW_EXCLUSIVE);
-	mine->rows -= rows;
-	LWLockRelease(occ_escrow_share_lock);
 }
 
 /* occ_escrow_settle: end reservation r, committed or not */

@@ -4,10 +4,10 @@
  *		src/escrow/ owns reservable columns: which columns are declared so
  *		(reservable.c, declare.c, guard.c, ddl.c), the ledger of
  *		reservations (ledger.c), the rows' entries in shared memory
- *		(escrow.c, escrow_load.c), the SQL of reservations (reserve.c), the
- *		UPDATE that reserves (update_shape.c, reserve_update.c), and the
- *		fold that applies committed reservations to their rows
- *		(fold_apply.c, fold.c, fold_slots.c, fold_launcher.c).
+ *		(escrow.c, escrow_load.c, escrow_share.c), the SQL of reservations
+ *		(reserve.c), the UPDATE that reserves (update_shape.c,
+ *		reserve_update.c), and the fold that applies committed reservations
+ *		to their rows (fold_apply.c, fold.c, fold_slots.c, fold_launcher.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -125,6 +125,7 @@ extern int64 occ_escrow_read_stable(Relation rel, const OccReservable *decl, Dat
 									const char *keytext, int *waits);
 extern OccEscrowRow *occ_escrow_row(const OccEscrowTag *tag, Relation rel,
 									const OccReservable *decl, Datum key, int *waits);
+extern bool occ_escrow_loaded(const OccEscrowTag *tag);
 extern void occ_escrow_release(void);
 extern int64 occ_escrow_committed(OccEscrowRow *row);
 extern int64 occ_escrow_own(OccEscrowRow *row);
@@ -133,6 +134,12 @@ extern bool occ_escrow_take(OccEscrowRow *row, Relation rel, const OccReservable
 extern void occ_escrow_report_fold(Oid relid, AttrNumber attnum, const char *key,
 								   const char *error);
 extern int	occ_escrow_copy(OccEscrowRow *copies, int max);
+
+/* escrow_share.c: each database's and role's share of the entries */
+extern Size occ_escrow_shares_size(void);
+extern void occ_escrow_shares_init(LWLock *lock);
+extern bool occ_escrow_share(void);
+extern void occ_escrow_unshare(int rows);
 
 /* reserve.c: the SQL of reservations; a replicated change taken as one */
 extern void occ_reserve_replicated(Relation rel, const OccReservable *decl, const char *key,

@@ -265,9 +265,13 @@ occ_reserve_update(Relation rel, const OccReservable *const *decls, const int64 
 	bool		found;
 	Datum		pkey = occ_reserve_tag(key, keytype, decls[0], &tag);
 
-	scan = occ_reserve_scan(rel, decls[0], pkey, SnapshotSelf);
-	found = HeapTupleIsValid(systable_getnext(scan));
-	systable_endscan(scan);
+	found = occ_escrow_loaded(&tag);
+	if (!found)
+	{
+		scan = occ_reserve_scan(rel, decls[0], pkey, SnapshotSelf);
+		found = HeapTupleIsValid(systable_getnext(scan));
+		systable_endscan(scan);
+	}
 	for (int i = 0; found && i < n; i++)
 		(void) occ_reserve_take(rel, decls[i], pkey, decls[i]->pktype, deltas[i],
 								OCC_TAKE_CHECKED, true);

@@ -196,14 +196,13 @@ occ_reserve_exec(CustomScanState *node)
 	key = ExecEvalExprSwitchContext(state->key, econtext, &isnull);
 	if (isnull)
 		return NULL;			/* WHERE pk = NULL: no row */
-	occ_reservable_check_any(rel, true);
 	foreach(lc, state->deltas)
 	{
 		int			i = foreach_current_index(lc);
 		AttrNumber	attnum = list_nth_int(linitial(cscan->custom_private), i);
 
-		decls[i] = occ_reservable_get(rel, get_attname(RelationGetRelid(rel), attnum, false));
-		occ_reservable_check_access(rel, decls[i], true);
+		/* the executor checked the UPDATE's privileges: occ.reserve's, no more */
+		decls[i] = occ_reservable_get(rel, NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname));
 		deltas[i] = occ_reserve_delta(lfirst(lc), econtext,
 									  list_nth_int(lsecond(cscan->custom_private), i), rel, decls[i]);
 	}
