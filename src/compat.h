@@ -310,4 +310,25 @@ occ_user_locks_held(LOCKTAG *tags, LOCKMASK *masks, int max)
 #define OCC_EXPLAIN_STATE_H "commands/explain.h"
 #endif
 
+/*
+ * occ_planned_relations(stmt, parse, rti): a PlannedStmt made without the
+ * planner takes the query's permissions (16 moved them out of the range
+ * table into permInfos), lists its one relation as not prunable (18: the
+ * executor opens no other), and says that it was planned (19)
+ */
+#if PG_VERSION_NUM >= 190000
+#define occ_planned_relations(stmt, parse, rti) \
+	((stmt)->permInfos = (parse)->rteperminfos, \
+	 (stmt)->unprunableRelids = bms_make_singleton(rti), \
+	 (stmt)->planOrigin = PLAN_STMT_STANDARD)
+#elif PG_VERSION_NUM >= 180000
+#define occ_planned_relations(stmt, parse, rti) \
+	((stmt)->permInfos = (parse)->rteperminfos, \
+	 (stmt)->unprunableRelids = bms_make_singleton(rti))
+#elif PG_VERSION_NUM >= 160000
+#define occ_planned_relations(stmt, parse, rti) ((stmt)->permInfos = (parse)->rteperminfos)
+#else
+#define occ_planned_relations(stmt, parse, rti) ((void) 0)
+#endif
+
 #endif							/* PG_OCC_COMPAT_H */

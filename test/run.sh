@@ -42,7 +42,9 @@
 #       the pgbench scripts and the lost-update invariant, not speed,
 #     - then the server's log: no crash that no test made (SIGSEGV, SIGABRT,
 #       PANIC; the tests kill with SIGKILL only);
-#   in a cluster that does not preload it, the not_preloaded test; the
+#   in a cluster that does not preload it, the not_preloaded test; in one
+#   where another extension hooks the planner first (pg_stat_statements),
+#   the UPDATE that reserves (escrow_update, test and spec); the
 #   packaging checks (test/packaging.sh: META.json, out-of-tree build) and
 #   the source checks (test/source.sh: nothing called under spinlocks,
 #   compat.h, the docs against the code); and, in clusters of their own,
@@ -147,6 +149,8 @@ test_here() {
     pg_virtualenv -v "$v" -o shared_preload_libraries=pg_occ -o max_connections=200 \
         "$SELF" --in-cluster
     pg_virtualenv -v "$v" make installcheck REGRESS=not_preloaded ISOLATION= || { show_diffs; exit 1; }
+    pg_virtualenv -v "$v" -o shared_preload_libraries=pg_stat_statements,pg_occ \
+        make installcheck REGRESS=escrow_update ISOLATION=escrow_update || { show_diffs; exit 1; }
     test/packaging.sh
     test/persist.sh
     test/batch_kill.sh

@@ -24,7 +24,7 @@
  */
 #include "postgres.h"
 
-#include "access/htup_details.h"
+#include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "lib/stringinfo.h"
 #include "nodes/extensible.h"
@@ -72,18 +72,16 @@ static const CustomExecMethods occ_reserve_exec_methods = {
 static planner_hook_type occ_prev_planner_hook = NULL;
 
 /*
- * occ_reserve_plan_node: the OccReserve node for shape, in place of plan:
- * custom_exprs the key then the deltas, custom_private the columns and
- * their signs
+ * occ_reserve_plan_node: the OccReserve node for shape: custom_exprs the
+ * key then the deltas, custom_private the columns and their signs
  */
 static Plan *
-occ_reserve_plan_node(const OccUpdateShape *shape, const Plan *plan)
+occ_reserve_plan_node(const OccUpdateShape *shape)
 {
 	CustomScan *cscan = makeNode(CustomScan);
 	ListCell   *lc;
 
-	cscan->scan.plan.startup_cost = plan->startup_cost;
-	cscan->scan.plan.total_cost = plan->total_cost;
+	cscan->scan.plan.total_cost = 1;
 	cscan->scan.plan.plan_rows = 1;
 	cscan->scan.plan.parallel_safe = false;
 	cscan->scan.scanrelid = shape->rti;
@@ -97,24 +95,51 @@ occ_reserve_plan_node(const OccUpdateShape *shape, const Plan *plan)
 }
 
 /*
+ * occ_reserve_planned: the plan of an UPDATE that reserves, made without
+ * the planner, whose scan of the row the node would not run: the query's
+ * range table and permissions (the executor checks the UPDATE's), the node,
+ * and the table as the plan's relation (a cached plan is made again when
+ * the table changes; the query's own dependencies, its functions', are its
+ * plan source's)
+ */
+static PlannedStmt *
+occ_reserve_planned(Query *parse, const OccUpdateShape *shape)
+{
+	PlannedStmt *stmt = makeNode(PlannedStmt);
+
+	stmt->commandType = CMD_UPDATE;
+	stmt->queryId = parse->queryId;
+	stmt->canSetTag = parse->canSetTag;
+	stmt->planTree = occ_reserve_plan_node(shape);
+	stmt->rtable = parse->rtable;
+	occ_planned_relations(stmt, parse, shape->rti);
+	stmt->relationOids = list_make1_oid(shape->relid);
+	stmt->stmt_location = parse->stmt_location;
+	stmt->stmt_len = parse->stmt_len;
+	return stmt;
+}
+
+/*
  * occ_reserve_planner: the planner hook: an UPDATE of a reservable column
- * of the shape of a reservation is planned, then its plan's tree replaced
- * by an OccReserve node
+ * of the shape of a reservation is planned as an OccReserve node (by
+ * another hook's planner and then its tree replaced, where another
+ * extension hooks the planner: it sees every statement planned)
  */
 static PlannedStmt *
 occ_reserve_planner(OCC_PLANNER_PARAMS)
 {
 	OccUpdateShape shape;
-	bool		reserves = parse->commandType == CMD_UPDATE && occ_escrow_ready() &&
-		occ_update_shape(parse, &shape);
-	PlannedStmt *stmt = occ_prev_planner_hook ?
-		occ_prev_planner_hook(OCC_PLANNER_ARGS) : standard_planner(OCC_PLANNER_ARGS);
+	PlannedStmt *stmt;
 
-	if (reserves)
-	{
-		stmt->planTree = occ_reserve_plan_node(&shape, stmt->planTree);
-		stmt->parallelModeNeeded = false;
-	}
+	if (parse->commandType != CMD_UPDATE || !occ_escrow_ready() ||
+		!occ_update_shape(parse, &shape))
+		return occ_prev_planner_hook ?
+			occ_prev_planner_hook(OCC_PLANNER_ARGS) : standard_planner(OCC_PLANNER_ARGS);
+	if (occ_prev_planner_hook == NULL)
+		return occ_reserve_planned(parse, &shape);
+	stmt = occ_prev_planner_hook(OCC_PLANNER_ARGS);
+	stmt->planTree = occ_reserve_plan_node(&shape);
+	stmt->parallelModeNeeded = false;
 	return stmt;
 }
 
