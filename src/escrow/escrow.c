@@ -34,6 +34,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "common/int.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
