@@ -73,10 +73,12 @@ escrow_grew() {
 
 # escrow_sellout: a stock of 500 units and ESCROW_CLIENTS clients of each
 # form selling at once: exactly 500 sold, never below zero (a client stops
-# at its first refused sale: 23514, or the lock's CHECK violation)
+# at its first refused sale: 23514, or the lock's CHECK violation); the
+# forms among ESCROW_FORMS that sell one unit a transaction
 escrow_sellout() {
 	local form state
-	for form in lock reserve reserve-ser update; do
+	for form in $ESCROW_FORMS; do
+		case $form in lock | reserve | reserve-ser | update) ;; *) continue ;; esac
 		sql "TRUNCATE orders; SELECT occ.drop_reservable('stock', 'qty');
 		     UPDATE stock SET qty = $([ "$form" = lock ] && echo 0 || echo 500) WHERE id = 1;
 		     UPDATE stock_lock SET qty = $([ "$form" = lock ] && echo 500 || echo 0) WHERE id = 1;
