@@ -209,8 +209,8 @@ occ_reserve_exec(CustomScanState *node)
 	Relation	rel = node->ss.ss_currentRelation;
 	ExprContext *econtext = node->ss.ps.ps_ExprContext;
 	int			n = list_length(state->deltas);
-	const OccReservable **decls = palloc(sizeof(OccReservable *) * n);
-	int64	   *deltas = palloc(sizeof(int64) * n);
+	const OccReservable **decls;
+	int64	   *deltas;
 	ListCell   *lc;
 	bool		isnull;
 	Datum		key;
@@ -218,6 +218,8 @@ occ_reserve_exec(CustomScanState *node)
 	if (state->rows >= 0)
 		return NULL;
 	state->rows = 0;
+	decls = palloc(sizeof(OccReservable *) * n);
+	deltas = palloc(sizeof(int64) * n);
 	key = ExecEvalExprSwitchContext(state->key, econtext, &isnull);
 	if (isnull)
 		return NULL;			/* WHERE pk = NULL: no row */

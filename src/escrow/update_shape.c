@@ -64,6 +64,16 @@ occ_shape_uncast(Node *expr, Oid coltype)
 	return expr;
 }
 
+/* occ_shape_is_var: is expr column attnum of the statement's table? */
+static bool
+occ_shape_is_var(Node *expr, Index rti, AttrNumber attnum)
+{
+	Var		   *var = (Var *) expr;
+
+	return IsA(expr, Var) && var->varno == rti && var->varattno == attnum &&
+		var->varlevelsup == 0;
+}
+
 /*
  * occ_shape_is_column: is expr column attnum of the statement's table, or
  * COALESCE of it (a NOT NULL column: the other arguments are never used)?
@@ -71,19 +81,12 @@ occ_shape_uncast(Node *expr, Oid coltype)
 static bool
 occ_shape_is_column(Node *expr, Index rti, AttrNumber attnum)
 {
-	Var		   *var;
+	CoalesceExpr *c = (CoalesceExpr *) expr;
 
 	if (IsA(expr, CoalesceExpr))
-	{
-		CoalesceExpr *c = (CoalesceExpr *) expr;
-
-		if (!occ_shape_reads_nothing((Node *) list_copy_tail(c->args, 1)))
-			return false;
-		expr = linitial(c->args);
-	}
-	var = (Var *) expr;
-	return IsA(expr, Var) && var->varno == rti && var->varattno == attnum &&
-		var->varlevelsup == 0;
+		return occ_shape_reads_nothing((Node *) list_copy_tail(c->args, 1)) &&
+			occ_shape_is_var(linitial(c->args), rti, attnum);
+	return occ_shape_is_var(expr, rti, attnum);
 }
 
 /*
@@ -158,9 +161,9 @@ occ_shape_where(Node *quals, const OccReservable *decl, OccUpdateShape *shape)
 		return false;
 	left = strip_implicit_coercions(linitial(op->args));
 	right = strip_implicit_coercions(lsecond(op->args));
-	if (occ_shape_is_column(left, shape->rti, decl->pkattnum) && !IsA(left, CoalesceExpr))
+	if (occ_shape_is_var(left, shape->rti, decl->pkattnum))
 		shape->key = (Expr *) copyObject(lsecond(op->args));
-	else if (occ_shape_is_column(right, shape->rti, decl->pkattnum) && !IsA(right, CoalesceExpr))
+	else if (occ_shape_is_var(right, shape->rti, decl->pkattnum))
 		shape->key = (Expr *) copyObject(linitial(op->args));
 	else
 		return false;
