@@ -60,6 +60,30 @@ CALL occ.retry('SELECT 1', contention => 'queue', key => 'warm:1', isolation => 
 SELECT query, calls, attempts, queued FROM occ.stats
  WHERE query LIKE '%shadowed%' OR query LIKE '%not_yet_there%' OR query = 'SELECT 1'
  ORDER BY query COLLATE "C";
+-- The rehearsal before the wait plans the statements too, and forgets the
+-- plans: the planner's reads of the catalogs (indexes, statistics, the
+-- details of functions and operators) are not made under the gate either.
+-- The planner folds an immutable function of constants, here one that
+-- counts its calls in a sequence (which no rollback undoes): planned twice
+-- by a call that waits for its gate before its first attempt (the
+-- rehearsal, the attempt), not again for a body the session has planned
+-- already, and once by a call that runs at once (its key is cold)
+CREATE SEQUENCE planned;
+CREATE FUNCTION count_planning(int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM nextval('planned');
+  RETURN $1;
+END $$;
+CALL occ.retry('SELECT count_planning(1)', contention => 'queue', key => 'warm:1');
+SELECT last_value AS plannings_gated FROM planned;
+CALL occ.retry('SELECT count_planning(1)', contention => 'queue', key => 'warm:1');
+SELECT last_value AS plannings_gated_again FROM planned;
+ALTER SEQUENCE planned RESTART;
+CALL occ.retry('SELECT count_planning(2)', contention => 'queue', key => 'cold:1');
+SELECT last_value AS plannings_cold, is_called FROM planned;
+SELECT query, queued FROM occ.stats WHERE query LIKE '%count_planning%' ORDER BY query COLLATE "C";
+DROP FUNCTION count_planning(int);
+DROP SEQUENCE planned;
 DROP FUNCTION fail_thrice();
 DROP TABLE pg_temp.shadowed, public.shadowed;
 -- the same through the setting, with keys learned (no key given): a few

@@ -46,7 +46,7 @@ extern int	occ_body_nstmts(const OccBody *body);
 extern struct _SPI_plan *occ_body_plan(OccBody *body, int i);
 extern bool occ_body_shares(const OccBody *body);
 extern bool occ_body_warm(const OccBody *body);
-extern void occ_body_analyze(OccBody *body);
+extern void occ_body_rehearse(OccBody *body);
 extern void occ_body_close(OccBody *body);
 
 /* result.c */

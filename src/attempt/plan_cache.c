@@ -69,7 +69,7 @@ struct OccBody
 	int			nstmts;
 	OccBodyStmt *stmts;
 	bool		shares;			/* no statement keeps state in the session */
-	bool		analysed;		/* occ_body_analyze ran without an error */
+	bool		analysed;		/* occ_body_rehearse ran without an error */
 	bool		planned;		/* a plan was asked for since the last measure */
 	Size		bytes;			/* memory of cxt and of the prepared plans */
 	bool		kept;			/* in the session's cache (else the call's) */
@@ -353,8 +353,8 @@ occ_body_nstmts(const OccBody *body)
 
 /*
  * occ_body_warm: has this session read what the body's statements need of
- * the catalogs: has every one a plan, or were they analysed already
- * (occ_body_analyze)?  A batch's follower, whose body its leader runs,
+ * the catalogs: has every one a plan, or were they rehearsed already
+ * (occ_body_rehearse)?  A batch's follower, whose body its leader runs,
  * prepares none of them.
  */
 bool
@@ -369,28 +369,36 @@ occ_body_warm(const OccBody *body)
 }
 
 /*
- * occ_body_analyze: parse and analyse the statements not prepared yet, and
- * forget them: what that reads of the catalogs stays cached in this
- * backend, so preparing them as they run costs little; nothing else is
- * kept, so each is still analysed after the ones before it have run.
- * Once done, the body is warm for the session.  Errors throw.
+ * occ_body_rehearse: parse, analyse and plan the statements not prepared
+ * yet, and forget them: what that reads of the catalogs (the tables, their
+ * indexes and statistics, the functions and operators) stays cached in this
+ * backend, so preparing and planning them again as they run costs little;
+ * no plan is kept, so each statement is still analysed after the ones
+ * before it have run, and planned then.  Once done, the body is warm for
+ * the session.  Errors throw.
  */
 void
-occ_body_analyze(OccBody *body)
+occ_body_rehearse(OccBody *body)
 {
 	for (int i = 0; i < body->nstmts; i++)
 	{
 		OccBodyStmt *stmt = &body->stmts[i];
 		char	   *text;
 		SPIPlanPtr	plan;
+		CachedPlan *cplan;
 
 		if (stmt->plan != NULL)
 			continue;
 		text = pnstrdup(body->sql + stmt->location, stmt->length);
 		plan = SPI_prepare(text, body->key.nargs, body->key.argtypes);
 		pfree(text);
-		if (plan != NULL)
-			SPI_freeplan(plan);
+		if (plan == NULL)
+			continue;
+		/* an unsaved plan's CachedPlan belongs to no resource owner */
+		cplan = SPI_plan_get_cached_plan(plan);
+		if (cplan != NULL)
+			ReleaseCachedPlan(cplan, NULL);
+		SPI_freeplan(plan);
 	}
 	body->analysed = true;
 }
