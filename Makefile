@@ -20,7 +20,7 @@ DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/$(EXTENSION)--*.sql)) s
 	sql/pg_occ_prometheus.yaml
 
 # pg_regress: sql/*.sql against expected/*.out; the server must preload pg_occ
-REGRESS = backoff guc retry result budget stats queue upgrade schema memory bodies foreign keys roles client batch escrow escrow_hostile escrow_update
+REGRESS = backoff guc retry result budget stats queue upgrade schema memory bodies foreign keys roles client batch escrow escrow_hostile escrow_update citus
 REGRESS_OPTS = --inputdir=$(srcdir) --load-extension=$(EXTENSION)
 
 # isolation tester: test/specs/*.spec against test/expected/*.out

@@ -61,8 +61,14 @@
 #   (test/fold_restart.sh), reservable columns against hostile roles (test/
 #   escrow_hostile.sh: a database owner's settings and objects never run as
 #   the fold worker's superuser, shares of shared memory, a terminated fold
-#   worker started again), and a dump restored by the database's owner
-#   (test/restore.sh).
+#   worker started again), a dump restored by the database's owner
+#   (test/restore.sh), and, for 15 only, pg_occ on a Citus 13.2 cluster of
+#   a coordinator and two workers (test/citus.sh, which builds Citus with
+#   ../shared/citus/build.sh, cached, and skips where that is absent:
+#   occ.retry in queue mode through the coordinator, on a hot row and in
+#   transfers between workers, and in a procedure that Citus delegates to
+#   the worker of its row; exact counts; occ.make_reservable refused on
+#   Citus's tables; the wrong order in shared_preload_libraries).
 # Every version runs even if one fails; the exit status is 1 if any failed.
 #
 # Usage: test/run.sh [--pg VERSION]... [--no-install]
@@ -159,6 +165,9 @@ test_here() {
     test/fold_restart.sh
     test/escrow_hostile.sh
     test/restore.sh
+    # Citus 13.2 builds for 15 and 17; its build and cluster scripts are
+    # the host's (../shared/citus), so 15 only
+    [ "$v" != 15 ] || test/citus.sh
     test/source.sh
     echo "all pg_occ tests passed on PostgreSQL $v"
 }

@@ -15,24 +15,38 @@
  * column's bounds; those committed before occ.drop_reservable(), by it.
  * The DDL that could undo a declaration behind its back is ddl.c's.
  *
+ * A table of Citus (a distributed, reference or Citus local table) is
+ * refused: its rows are in shards, on the workers or in another table of
+ * the coordinator, not in the table whose rows the reservations read
+ * (escrow_load.c), and Citus refuses the guard's CREATE TRIGGER besides.
+ * pg_occ does not link to Citus: it reads Citus's catalog by name.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/stratnum.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_trigger.h"
+#include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "compat.h"
 #include "pg_occ.h"
@@ -69,6 +83,124 @@ occ_declare_colname(Relation rel, Name col)
 	return NameStr(*col);
 }
 
+/*
+ * occ_declare_citus_field: column att (of type type) of tuple, a row of
+ * Citus's catalog dist; false where the catalog has no such column, or
+ * another type, or the value is NULL
+ */
+static bool
+occ_declare_citus_field(Relation dist, HeapTuple tuple, AttrNumber att, Oid type, Datum *value)
+{
+	bool		isnull;
+
+	if (att <= 0 || att > RelationGetDescr(dist)->natts ||
+		TupleDescAttr(RelationGetDescr(dist), att - 1)->atttypid != type)
+		return false;
+	*value = heap_getattr(tuple, att, RelationGetDescr(dist), &isnull);
+	return !isnull;
+}
+
+/*
+ * occ_declare_citus_kind: which kind of Citus table relid is,
+ * "distributed", "reference" or "local" (a Citus local table), or NULL if it
+ * is none or Citus is not installed in this database.  Read from Citus's
+ * catalog pg_catalog.pg_dist_partition, looked up by name: pg_occ neither
+ * links to Citus nor needs it, and runs no SQL for it (no search_path to
+ * pin, no privilege on the catalog needed).  A row (logicalrelid) makes the
+ * table Citus's; its partition method, replication model and colocation
+ * group make it a kind as Citus 13.2's IsCitusTableTypeInternal() does:
+ * method 'n' (none) replicated by 2PC ('t') is a reference table, 'n' in no
+ * colocation group (0) a Citus local table, any other (hash, range, append,
+ * and single-shard tables, 'n' in a group) a distributed table.  The scan
+ * sees the latest commits and this transaction's own (a table distributed
+ * earlier in it).
+ */
+static const char *
+occ_declare_citus_kind(Oid relid)
+{
+	Oid			distid = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
+	AttrNumber	relatt;
+	Relation	dist;
+	Snapshot	snapshot;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	const char *kind = NULL;
+
+	if (!OidIsValid(distid) || get_rel_relkind(distid) != RELKIND_RELATION)
+		return NULL;
+	relatt = get_attnum(distid, "logicalrelid");
+	if (relatt <= 0)
+		return NULL;
+	dist = table_open(distid, AccessShareLock);
+	if (TupleDescAttr(RelationGetDescr(dist), relatt - 1)->atttypid != REGCLASSOID &&
+		TupleDescAttr(RelationGetDescr(dist), relatt - 1)->atttypid != OIDOID)
+	{
+		table_close(dist, AccessShareLock);
+		return NULL;
+	}
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	ScanKeyInit(&key, relatt, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(dist, InvalidOid, false, snapshot, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		Datum		method = CharGetDatum(0);
+		Datum		model = CharGetDatum(0);
+		Datum		group = Int32GetDatum(-1);
+
+		(void) occ_declare_citus_field(dist, tuple, get_attnum(distid, "partmethod"), CHAROID, &method);
+		(void) occ_declare_citus_field(dist, tuple, get_attnum(distid, "repmodel"), CHAROID, &model);
+		(void) occ_declare_citus_field(dist, tuple, get_attnum(distid, "colocationid"), INT4OID, &group);
+		if (DatumGetChar(method) == 'n' && DatumGetChar(model) == 't')
+			kind = "reference";
+		else if (DatumGetChar(method) == 'n' && DatumGetInt32(group) == 0)
+			kind = "local";
+		else
+			kind = "distributed";
+	}
+	systable_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(dist, AccessShareLock);
+	return kind;
+}
+
+/*
+ * occ_declare_not_citus: error if rel is a table of Citus, with the ways
+ * that work instead (README: Running on Citus)
+ */
+static void
+occ_declare_not_citus(Relation rel)
+{
+	const char *kind = occ_declare_citus_kind(RelationGetRelid(rel));
+	const char *detail;
+	const char *hint;
+
+	if (kind == NULL)
+		return;
+	if (strcmp(kind, "local") == 0)
+	{
+		detail = "Its rows are in its shard, another table on the coordinator, not in the table itself.";
+		hint = "Keep the hot counter in a plain table that Citus does not manage, or change it with occ.retry in queue mode.";
+	}
+	else if (strcmp(kind, "reference") == 0)
+	{
+		detail = "Its rows are in its shards, one on each node, not in the table itself.";
+		hint = "Keep the hot counter in a local table on the coordinator (one that Citus does not manage), or change it with occ.retry in queue mode on the coordinator.";
+	}
+	else
+	{
+		detail = "Its rows are in its shards on the worker nodes, not in the table itself.";
+		hint = "Keep the hot counter in a local table on the coordinator (one that Citus does not manage), or change it with occ.retry in queue mode from a procedure distributed by the row's key (create_distributed_function), which runs on the worker that holds the row.";
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("reservable columns are not supported on the citus %s table \"%s\"",
+					kind, RelationGetRelationName(rel)),
+			 errdetail("%s", detail),
+			 errhint("%s", hint)));
+}
+
 /* occ_declare_run: run a utility statement through SPI */
 static void
 occ_declare_run(const char *sql)
@@ -97,6 +229,7 @@ occ_make_reservable(PG_FUNCTION_ARGS)
 	colname = occ_declare_colname(rel, PG_GETARG_NAME(1));
 	attnum = get_attnum(relid, colname);
 	occ_declare_owned(rel);
+	occ_declare_not_citus(rel);
 	if (attnum <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),

@@ -8,10 +8,13 @@
  * (advisory) lock method, whose tag pg_occ reserves: field4 is
  * OCC_GATE_TAG, which pg_advisory_lock() never uses (it uses 1 for bigint
  * keys and 2 for pairs of integers), so a gate cannot collide with the
- * users' advisory locks.  Field1 is the database, fields 2 and 3 a 64-bit
- * hash of the key.  In pg_locks a gate is an "advisory" lock with
- * objsubid = 20291.  This is the right primitive because (PostgreSQL 15
- * source):
+ * users' advisory locks; nor with Citus's, whose classes of advisory locks
+ * (shards, colocation groups, operations, background tasks) are field4 4
+ * to 16 (Citus 13.2, AdvisoryLocktagClass in resource_lock.h).  Field1 is
+ * the database, fields 2 and 3 a 64-bit hash of the key.  In pg_locks a
+ * gate is an "advisory" lock with objsubid = 20291 (and Citus's
+ * distributed deadlock detector takes a wait for a gate for any other lock
+ * wait).  This is the right primitive because (PostgreSQL 15 source):
  *
  *	- a session-level lock of the user method survives the rollback of a
  *	  failed attempt and every commit: ProcReleaseLocks() releases only
@@ -72,7 +75,7 @@
 PG_FUNCTION_INFO_V1(occ_gate);
 PG_FUNCTION_INFO_V1(occ_gate_keys);
 
-/* field4 of a gate's lock tag; pg_advisory_lock uses only 1 and 2 */
+/* field4 of a gate's lock tag; pg_advisory_lock uses only 1 and 2, Citus 4 to 16 */
 #define OCC_GATE_TAG 0x4F43
 
 /* the gates' lock mode: one holder at a time */

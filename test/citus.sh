@@ -1,0 +1,276 @@
+#!/bin/bash
+# pg_occ on a Citus cluster (issue 38; test/run.sh runs it for PostgreSQL 15,
+# in a cluster of its own): a coordinator and two workers
+# (/work/shared/citus/cluster.sh, Citus 13.2.2 built and installed by its
+# build.sh), preloading citus first and then pg_occ.
+#   - CREATE EXTENSION pg_occ on the coordinator: Citus creates it on the
+#     workers too.
+#   - A distributed table accounts (id int PRIMARY KEY, v bigint), 32 rows,
+#     distributed by id.  On the coordinator, occ.retry in queue mode at
+#     REPEATABLE READ from pgbench (16 clients, 5 s each):
+#       hot       one row read and written back + 1 (a read, then an UPDATE
+#                 of the value read, not v = v + 1), key 'a:<id>': the row
+#                 gained exactly the commits that pgbench counted, as many
+#                 as occ.stats' commits (nothing lost or doubled);
+#       transfer  1 moved between two rows in shards on different workers
+#                 (two-phase commit), each read and written back -/+ 1, both
+#                 ways (two scripts, one body), keys of both rows: each row
+#                 holds exactly what the commits of each way moved, the
+#                 total is conserved, no prepared transaction is left,
+#                 occ.stats agrees.
+#   - Delegated calls: a procedure bump(k) whose body calls occ.retry on
+#     row k (key 'a:' || k), distributed by k, colocated with accounts
+#     (create_distributed_function), called from pgbench through the
+#     coordinator on the same hot row: Citus runs each call on the worker
+#     that holds the row, so the calls queue on that worker's gate.  The row
+#     gained exactly the commits; the worker's occ.stats counted every call,
+#     the other worker's and the coordinator's none.
+#   - occ.make_reservable() on the distributed table, a reference table and
+#     a Citus local table, on the coordinator and on a worker: 0A000, "not
+#     supported on the citus ... table", with a hint (Citus itself would
+#     refuse pg_occ's CREATE TRIGGER of the guard with XX000); on a plain
+#     table of the coordinator, reservations work and are folded.
+#   - shared_preload_libraries = 'pg_occ,citus' (a throwaway node): the
+#     server does not start, Citus says "Citus has to be loaded first".
+# The commits per second of the hot row, through the coordinator and
+# delegated, are printed (not checked).  Needs Citus's scripts in
+# $PG_OCC_CITUS (default: ../shared/citus beside this tree; SKIP without
+# them), root, pg_occ installed; uses PG_CONFIG (default: pg_config).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CITUS=${PG_OCC_CITUS:-$(cd .. && pwd)/shared/citus}
+if [ ! -x "$CITUS/cluster.sh" ] || [ ! -f "$CITUS/build.sh" ]; then
+    echo "citus: SKIP: no Citus scripts in $CITUS (set PG_OCC_CITUS)"
+    exit 0
+fi
+fail() { echo "citus: FAIL: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || fail "run as root (Citus's cluster.sh needs it)"
+export PG_CONFIG=${PG_CONFIG:-pg_config}
+BINDIR=$("$PG_CONFIG" --bindir)
+SECS=${CITUS_SECONDS:-5}
+CLIENTS=${CITUS_CLIENTS:-16}
+
+bash "$CITUS/build.sh"
+
+# four free ports in a row (the cluster's three and a throwaway node's), from a random start
+free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+PORT=
+for _ in $(seq 1 50); do
+    p=$((20000 + RANDOM % 20000))
+    if free "$p" && free $((p + 1)) && free $((p + 2)) && free $((p + 3)); then PORT=$p; break; fi
+done
+[ -n "$PORT" ] || fail "no free ports"
+W1=$((PORT + 1)) W2=$((PORT + 2))
+DIR=$(mktemp -d /tmp/occ_citus.XXXXXX)
+chmod 755 "$DIR"
+single=
+cleanup() {
+    bash "$CITUS/cluster.sh" stop "$DIR/c" "$PORT" || true
+    [ -z "$single" ] || runuser -u postgres -- "$BINDIR/pg_ctl" -D "$DIR/s/data" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+# q PORT SQL...: psql on a node (each -c in autocommit), values unaligned
+q() {
+    local port=$1
+    shift
+    "$BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres "$@"
+}
+# bench PORT NAME SCRIPT...: pgbench on a node, its output in $DIR/NAME.out
+bench() {
+    local port=$1 name=$2
+    shift 2
+    "$BINDIR/pgbench" -n -h 127.0.0.1 -p "$port" -U postgres -c "$CLIENTS" -j 2 -T "$SECS" "$@" postgres \
+        >"$DIR/$name.out" 2>&1 || { cat "$DIR/$name.out" >&2; fail "$name: pgbench failed"; }
+    ! grep -q "aborted" "$DIR/$name.out" || { cat "$DIR/$name.out" >&2; fail "$name: clients aborted"; }
+}
+processed() { sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$DIR/$1.out"; }
+tps() { sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' "$DIR/$1.out"; }
+# per_script NAME N: the transactions of pgbench's script N
+per_script() {
+    awk -v n="SQL script $2:" 'index($0, n) == 1 { on = 1; next }
+        on && / transactions \(/ { print $2; exit }' "$DIR/$1.out"
+}
+# commits PORT PATTERN: occ.stats' calls and commits of the bodies LIKE PATTERN
+commits() { q "$1" -c "SELECT coalesce(sum(calls), 0) || '|' || coalesce(sum(commits), 0) FROM occ.stats WHERE query LIKE '$2'"; }
+
+bash "$CITUS/cluster.sh" start "$DIR/c" "$PORT"
+
+# pg_occ on the coordinator: Citus creates it on the workers
+q "$PORT" -c "CREATE EXTENSION pg_occ"
+for w in $W1 $W2; do
+    [ "$(q "$w" -c "SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'")" = \
+      "$(q "$PORT" -c "SELECT extversion FROM pg_extension WHERE extname = 'pg_occ'")" ] ||
+        fail "CREATE EXTENSION pg_occ on the coordinator did not create it on the worker :$w"
+done
+echo "citus: CREATE EXTENSION pg_occ on the coordinator created it on both workers"
+
+# read_v: a read of a row in its own statement (a query that Citus runs
+# on the worker); the bodies carry what it read to their UPDATE in a
+# transaction-local setting, which Citus evaluates on the coordinator
+q "$PORT" >/dev/null <<'SQL'
+\set ON_ERROR_STOP 1
+CREATE TABLE accounts (id int PRIMARY KEY, v bigint NOT NULL);
+SELECT create_distributed_table('accounts', 'id');
+INSERT INTO accounts SELECT g, 0 FROM generate_series(1, 32) g;
+CREATE FUNCTION read_v(k int) RETURNS bigint LANGUAGE plpgsql AS $f$
+DECLARE r bigint;
+BEGIN
+    SELECT v INTO STRICT r FROM accounts WHERE id = k;
+    RETURN r;
+END $f$;
+CREATE PROCEDURE bump(k int) LANGUAGE plpgsql AS $p$
+BEGIN
+    CALL occ.retry($b$
+        SELECT set_config('occ_citus.bump', read_v($1)::text, true);
+        UPDATE accounts SET v = current_setting('occ_citus.bump')::bigint + 1 WHERE id = $1
+    $b$, params => row(k), isolation => 'repeatable read', contention => 'queue',
+         key => 'a:' || k, max_attempts => 1000);
+END $p$;
+SELECT create_distributed_function('bump(int)', '$1', colocate_with := 'accounts');
+CREATE TABLE ref (id int PRIMARY KEY, v bigint NOT NULL);
+SELECT create_reference_table('ref');
+CREATE TABLE loc (id int PRIMARY KEY, v bigint NOT NULL);
+SELECT citus_add_local_table_to_metadata('loc');
+SQL
+
+# the port of the worker that holds row k
+node_of() {
+    q "$PORT" -c "SELECT nodeport FROM citus_shards WHERE table_name = 'accounts'::regclass
+                   AND shardid = get_shard_id_for_distribution_column('accounts', $1)"
+}
+HOT=1
+HOT_NODE=$(node_of $HOT)
+OTHER_NODE=$((HOT_NODE == W1 ? W2 : W1))
+# the transfer's rows: one on each worker
+A=$HOT
+B=
+for k in $(seq 2 32); do
+    [ "$(node_of "$k")" != "$HOT_NODE" ] && { B=$k; break; }
+done
+[ -n "$B" ] || fail "all rows on one worker"
+echo "citus: row $HOT on the worker :$HOT_NODE, row $B on :$OTHER_NODE"
+
+# --- a. through the coordinator: the hot row
+cat >"$DIR/hot.sql" <<'EOF'
+CALL occ.retry($b$
+    SELECT set_config('occ_citus.hot', read_v($1)::text, true);
+    UPDATE accounts SET v = current_setting('occ_citus.hot')::bigint + 1 WHERE id = $1
+$b$, params => row(:k), isolation => 'repeatable read', contention => 'queue',
+    key => 'a:' || :k, max_attempts => 1000);
+EOF
+chmod 644 "$DIR"/*.sql
+bench "$PORT" hot -D k=$HOT -f "$DIR/hot.sql"
+n=$(processed hot)
+[ "${n:-0}" -gt 0 ] || fail "hot: nothing committed"
+v=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $HOT")
+[ "$v" = "$n" ] || fail "hot: the row is $v after $n commits (lost or doubled updates)"
+s=$(commits "$PORT" '%occ_citus.hot%')
+[ "$s" = "$n|$n" ] || fail "hot: occ.stats (calls|commits) $s, pgbench $n"
+COORD_TPS=$(tps hot)
+echo "citus: hot row through the coordinator (queue mode, repeatable read): $n commits, $COORD_TPS/s, the row $v, occ.stats $s"
+
+# --- a. a transfer between two rows on different workers, both ways: the
+# same body, which writes row A first, then B (two transfers the other
+# way round could deadlock across the workers in their first attempts,
+# which run before the keys are hot: Citus's detector cancels one, and
+# occ.retry does not retry a cancel), moving $3 from A to B
+for way in ab ba; do
+    if [ $way = ab ]; then d=1; else d=-1; fi
+    cat >"$DIR/$way.sql" <<EOF
+CALL occ.retry(\$b\$
+    SELECT set_config('occ_citus.from', read_v(\$1)::text, true), set_config('occ_citus.to', read_v(\$2)::text, true);
+    UPDATE accounts SET v = current_setting('occ_citus.from')::bigint - \$3 WHERE id = \$1;
+    UPDATE accounts SET v = current_setting('occ_citus.to')::bigint + \$3 WHERE id = \$2
+\$b\$, params => row($A, $B, $d), isolation => 'repeatable read', contention => 'queue',
+    key => array['a:' || $A, 'a:' || $B], max_attempts => 1000);
+EOF
+done
+chmod 644 "$DIR"/*.sql
+before_a=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $A")
+before_b=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $B")
+total=$(q "$PORT" -c "SELECT sum(v) FROM accounts")
+bench "$PORT" transfer -f "$DIR/ab.sql" -f "$DIR/ba.sql"
+n=$(processed transfer) nab=$(per_script transfer 1) nba=$(per_script transfer 2)
+{ [ "${n:-0}" -gt 0 ] && [ $((nab + nba)) = "$n" ]; } || fail "transfer: pgbench counted $n, $nab and $nba"
+va=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $A")
+vb=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $B")
+{ [ "$va" = $((before_a - nab + nba)) ] && [ "$vb" = $((before_b + nab - nba)) ]; } ||
+    fail "transfer: rows $A and $B are $va and $vb, expected $((before_a - nab + nba)) and $((before_b + nab - nba)) after $nab and $nba transfers"
+[ "$(q "$PORT" -c "SELECT sum(v) FROM accounts")" = "$total" ] || fail "transfer: the total is not conserved"
+s=$(commits "$PORT" '%occ_citus.from%')
+[ "$s" = "$n|$n" ] || fail "transfer: occ.stats (calls|commits) $s, pgbench $n"
+for w in $W1 $W2; do
+    [ "$(q "$w" -c "SELECT count(*) FROM pg_prepared_xacts")" = 0 ] || fail "transfer: prepared transactions left on :$w"
+done
+echo "citus: transfers between the workers through the coordinator: $n commits ($nab and $nba), $(tps transfer)/s, the total conserved, occ.stats $s"
+
+# --- b. delegated: bump(k) runs on the worker that holds row k
+echo 'CALL bump(:k);' >"$DIR/bump.sql"
+chmod 644 "$DIR/bump.sql"
+before=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $HOT")
+bench "$PORT" bump -D k=$HOT -f "$DIR/bump.sql"
+n=$(processed bump)
+[ "${n:-0}" -gt 0 ] || fail "bump: nothing committed"
+v=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $HOT")
+[ "$v" = $((before + n)) ] || fail "bump: the row is $v after $n commits from $before (lost or doubled updates)"
+s=$(commits "$HOT_NODE" '%occ_citus.bump%')
+[ "$s" = "$n|$n" ] || fail "bump: the worker :$HOT_NODE's occ.stats (calls|commits) $s, pgbench $n: not delegated?"
+for p in $PORT $OTHER_NODE; do
+    s=$(commits "$p" '%occ_citus.bump%')
+    [ "$s" = "0|0" ] || fail "bump: occ.stats of :$p counted $s calls of bump's body: not delegated?"
+done
+DELEGATED_TPS=$(tps bump)
+echo "citus: hot row delegated to the worker :$HOT_NODE (queue mode, repeatable read): $n commits, $DELEGATED_TPS/s, occ.stats there $n|$n"
+
+# --- c. reservable columns: refused on the tables of Citus, with 0A000
+# refused PORT TABLE KIND: occ.make_reservable(TABLE) on a node
+refused() {
+    local out
+    out=$("$BINDIR/psql" -X -q -h 127.0.0.1 -p "$1" -U postgres -d postgres -v VERBOSITY=verbose \
+              -c "SELECT occ.make_reservable('$2', 'v')" 2>&1 || true)
+    grep -q "ERROR:  0A000: reservable columns are not supported on the citus $3 table \"$2\"" <<<"$out" ||
+        fail "make_reservable on the $3 table $2 (:$1): $out"
+    grep -q "^HINT:  .*occ.retry" <<<"$out" || fail "make_reservable on the $3 table $2 (:$1): no hint: $out"
+}
+refused "$PORT" accounts distributed
+refused "$W1" accounts distributed
+refused "$PORT" ref reference
+refused "$W2" ref reference
+refused "$PORT" loc local
+[ "$(q "$PORT" -c "SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'occ_reservable%'")" = 0 ] ||
+    fail "make_reservable left a trigger"
+echo "citus: occ.make_reservable refused on the distributed, reference and local tables (0A000, with a hint)"
+# what the hint says works: a plain table on the coordinator, reserved by
+# the plain UPDATE and occ.reserve, folded
+q "$PORT" >/dev/null <<'SQL'
+\set ON_ERROR_STOP 1
+CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL CHECK (qty >= 0));
+INSERT INTO stock VALUES (1, 10);
+SELECT occ.make_reservable('stock', 'qty');
+UPDATE stock SET qty = qty - 3 WHERE id = 1;
+SELECT occ.reserve('stock', 'qty', 1, -2);
+SQL
+[ "$(q "$PORT" -c "SELECT occ.reserved_value('stock', 'qty', 1)")" = 5 ] || fail "reservations on a plain table"
+for _ in $(seq 1 100); do
+    [ "$(q "$PORT" -c "SELECT qty FROM stock")" = 5 ] && break
+    sleep 0.1
+done
+[ "$(q "$PORT" -c "SELECT qty FROM stock")" = 5 ] || fail "reservations on a plain table: not folded after 10 s"
+echo "citus: reservations on a plain table of the coordinator: reserved and folded"
+
+# --- the wrong order in shared_preload_libraries: Citus refuses to start
+mkdir "$DIR/s" && chown postgres "$DIR/s"
+runuser -u postgres -- "$BINDIR/initdb" -D "$DIR/s/data" -A trust --no-sync >/dev/null
+single=1
+if runuser -u postgres -- "$BINDIR/pg_ctl" -D "$DIR/s/data" -w -t 20 -l "$DIR/s/log" \
+       -o "-p $((PORT + 3)) -k $DIR/s -c listen_addresses='' -c shared_preload_libraries=pg_occ,citus" start >/dev/null 2>&1; then
+    fail "the server started with shared_preload_libraries = 'pg_occ,citus'"
+fi
+grep -q "Citus has to be loaded first" "$DIR/s/log" ||
+    fail "shared_preload_libraries = 'pg_occ,citus': $(cat "$DIR/s/log")"
+echo "citus: shared_preload_libraries = 'pg_occ,citus': the server does not start: $(grep -m1 -o 'FATAL:.*' "$DIR/s/log")"
+
+echo "citus: ok (hot row: $COORD_TPS commits/s through the coordinator, $DELEGATED_TPS/s delegated)"
