@@ -503,15 +503,16 @@ latency_stats() {
 window_p99() {
 	cat "$1"/log.* | awk "\$3 ~ /^[0-9]+\$/ && (${2:-1}) { printf \"%.0f %.0f %s\\n\", \$5 * 1000000 + \$6 - \$3, \$5 * 1000000 + \$6, \$3 }" |
 		sort -n | awk -v dur="$DURATION" -v conn="$3" '
-		function p99(a, n,  i, j, t, x) {
-			if (n == 0) return "-"
-			for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
-			i = int(0.99 * n); if (i < 0.99 * n) i++
-			return sprintf("%.2f", a[i] / 1000)
-		}
 		NR == 1 { t0 = $1; deadline = t0 + dur * 1000000 - conn * 1000 }
-		$2 <= deadline { done[++nd] = $3; if ($1 < t0 + 1000000) first[++nf] = $3; else rest[++nr] = $3 }
-		END { print p99(done, nd), p99(first, nf), p99(rest, nr) }'
+		$2 <= deadline { print "done", $3; print ($1 < t0 + 1000000 ? "first" : "rest"), $3 }' |
+		sort -k1,1 -k2,2n | awk '
+		{ n[$1]++; v[$1, n[$1]] = $2 }
+		function p99(g,  i) {
+			if (!n[g]) return "-"
+			i = int(0.99 * n[g]); if (i < 0.99 * n[g]) i++
+			return sprintf("%.2f", v[g, i] / 1000)
+		}
+		END { print p99("done"), p99("first"), p99("rest") }'
 }
 
 # script_commits FILE N: transactions of the N-th script in a pgbench report
