@@ -201,9 +201,25 @@ occ_guc_walk_hash(uint64 *hash, bool (*skip) (const char *name))
 #endif
 
 /*
+ * field4 of the tags of the user (advisory) lock method: PostgreSQL's
+ * advisory lock functions take class 1 (a bigint key) and 2 (two
+ * integers), pg_occ's gates OCC_LOCK_CLASS_GATE.  Other extensions take
+ * classes of their own for their own purposes: Citus 4 to 16, among them a
+ * ShareLock on the metadata of the shards that every writing transaction
+ * writes, held to its end.
+ */
+#define OCC_LOCK_CLASS_INT64 1
+#define OCC_LOCK_CLASS_INT32 2
+#define OCC_LOCK_CLASS_GATE 0x4F43
+#define occ_lock_class_ours(field4) \
+	((field4) == OCC_LOCK_CLASS_INT64 || (field4) == OCC_LOCK_CLASS_INT32 || \
+	 (field4) == OCC_LOCK_CLASS_GATE)
+
+/*
  * occ_user_locks_held(tags, masks, max): how many locks of the user
- * (advisory) method this backend holds or awaits, from its own PROCLOCKs
- * (the user method has no fast path); the first max of them go to tags and
+ * (advisory) method, of the user's classes and pg_occ's (not another
+ * extension's), this backend holds or awaits, from its own PROCLOCKs (the
+ * user method has no fast path); the first max of them go to tags and
  * masks (the modes held).  16 made the lists dlists; before, they were
  * SHM_QUEUEs.
  */
@@ -234,7 +250,8 @@ occ_user_locks_held(LOCKTAG *tags, LOCKMASK *masks, int max)
 				 pl = (PROCLOCK *) SHMQueueNext(head, &pl->procLink, offsetof(PROCLOCK, procLink)))
 			{
 #endif
-				if (pl->tag.myLock->tag.locktag_lockmethodid != USER_LOCKMETHOD)
+				if (pl->tag.myLock->tag.locktag_lockmethodid != USER_LOCKMETHOD ||
+					!occ_lock_class_ours(pl->tag.myLock->tag.locktag_field4))
 					continue;
 				if (n < max)
 				{

@@ -18,13 +18,18 @@
 #                 holds exactly what the commits of each way moved, the
 #                 total is conserved, no prepared transaction is left,
 #                 occ.stats agrees.
+#       deadlock  two calls write two rows on two workers in opposite
+#                 orders, a second apart: Citus's distributed deadlock
+#                 detector cancels one, which is retried (40P01: Citus's
+#                 cancel taken for the deadlock it is), both commit.
 #   - Delegated calls: a procedure bump(k) whose body calls occ.retry on
 #     row k (key 'a:' || k), distributed by k, colocated with accounts
 #     (create_distributed_function), called from pgbench through the
 #     coordinator on the same hot row: Citus runs each call on the worker
 #     that holds the row, so the calls queue on that worker's gate.  The row
 #     gained exactly the commits; the worker's occ.stats counted every call,
-#     the other worker's and the coordinator's none.
+#     the other worker's and the coordinator's none.  The same in batch
+#     mode (bump_batch): exact, and most calls run in batches there.
 #   - occ.make_reservable() on the distributed table, a reference table and
 #     a Citus local table, on the coordinator and on a worker: 0A000, "not
 #     supported on the citus ... table", with a hint (Citus itself would
@@ -224,6 +229,56 @@ for p in $PORT $OTHER_NODE; do
 done
 DELEGATED_TPS=$(tps bump)
 echo "citus: hot row delegated to the worker :$HOT_NODE (queue mode, repeatable read): $n commits, $DELEGATED_TPS/s, occ.stats there $n|$n"
+
+# --- b. delegated in batch mode: bump_batch(k) on the worker, whose
+# calls of one key run in batches there (Citus's ShareLock on the shards'
+# metadata, taken by every writing transaction, is Citus's, not a lock of
+# the body's that would make it run alone)
+q "$PORT" >/dev/null <<'SQL'
+\set ON_ERROR_STOP 1
+CREATE PROCEDURE bump_batch(k int) LANGUAGE plpgsql AS $p$
+BEGIN
+    CALL occ.retry('UPDATE accounts SET v = v + 1 /* occ_citus.batch */ WHERE id = $1',
+                   params => row(k), contention => 'batch', key => 'b:' || k, max_attempts => 1000);
+END $p$;
+SELECT create_distributed_function('bump_batch(int)', '$1', colocate_with := 'accounts');
+SQL
+echo 'CALL bump_batch(:k);' >"$DIR/bump_batch.sql"
+chmod 644 "$DIR/bump_batch.sql"
+before=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $HOT")
+bench "$PORT" bump_batch -D k=$HOT -f "$DIR/bump_batch.sql"
+n=$(processed bump_batch)
+[ "${n:-0}" -gt 0 ] || fail "bump_batch: nothing committed"
+v=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $HOT")
+[ "$v" = $((before + n)) ] || fail "bump_batch: the row is $v after $n commits from $before (lost or doubled updates)"
+s=$(q "$HOT_NODE" -c "SELECT calls || '|' || commits || '|' || batched FROM occ.stats WHERE query LIKE '%occ_citus.batch%'")
+[ "${s%|*}" = "$n|$n" ] || fail "bump_batch: the worker :$HOT_NODE's occ.stats (calls|commits|batched) $s, pgbench $n"
+[ "${s##*|}" -gt $((n / 2)) ] || fail "bump_batch: $n calls, ${s##*|} of them in batches on :$HOT_NODE (calls|commits|batched $s)"
+echo "citus: hot row delegated in batch mode: $n commits, $(tps bump_batch)/s, the worker's occ.stats (calls|commits|batched) $s"
+
+# --- a. a distributed deadlock is retried: two calls through the
+# coordinator write rows A and B (on two workers) in opposite orders, a
+# second apart; no worker sees the cycle, Citus's detector cancels one
+# backend (citus.distributed_deadlock_detection_factor 2 x deadlock_timeout
+# 1 s), and that call runs again (40P01), where it used to stop (57014)
+before_a=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $A")
+before_b=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $B")
+for way in "$A $B" "$B $A"; do
+    set -- $way
+    q "$PORT" -c "CALL occ.retry('UPDATE accounts SET v = v + 1 WHERE id = $1; SELECT pg_sleep(1);
+                                  UPDATE accounts SET v = v + 1 WHERE id = $2',
+                                 isolation => 'repeatable read', contention => 'backoff')" \
+      -c "SELECT attempts || ' ' || outcome || ' ' || coalesce(last_sqlstate, '-') FROM occ.last_retry()" \
+      >"$DIR/deadlock-$1.out" 2>&1 &
+done
+wait
+outcomes=$(cat "$DIR/deadlock-$A.out" "$DIR/deadlock-$B.out" | sort | tr '\n' ',')
+[ "$outcomes" = "1 committed -,2 committed 40P01," ] ||
+    fail "a distributed deadlock: the two calls ended (attempts outcome last SQLSTATE) $outcomes, not one at once and one retried after a 40P01"
+[ "$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $A")" = $((before_a + 2)) ] &&
+    [ "$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $B")" = $((before_b + 2)) ] ||
+    fail "a distributed deadlock: rows $A and $B did not gain 2 each"
+echo "citus: a distributed deadlock through the coordinator: one call committed at once, the other cancelled by Citus's detector and retried (40P01), each row +2"
 
 # --- c. reservable columns: refused on the tables of Citus, with 0A000
 # refused PORT TABLE KIND: occ.make_reservable(TABLE) on a node

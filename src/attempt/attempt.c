@@ -389,6 +389,7 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 		MemoryContextSwitchTo(attemptcxt);
 		edata = CopyErrorData();
 		FlushErrorState();
+		occ_citus_deadlock_cancel(edata);
 		if (in_subxact)
 		{
 			RollbackAndReleaseCurrentSubTransaction();

@@ -4,8 +4,8 @@
  *		src/attempt/ owns one attempt of a body: run as a whole transaction
  *		and committed (attempt.c), with its kept plans (plan_cache.c), its
  *		rows as jsonb (result.c), the foreign tables it writes to
- *		(foreign.c), and what it depends on and leaves in its session
- *		(session.c).  Used by the retry loop and by batch mode's leader.
+ *		(foreign.c), a Citus deadlock's cancel (citus.c), and what it
+ *		depends on and leaves in its session (session.c).  Used by the retry loop and by batch mode's leader.
  *
  *-------------------------------------------------------------------------
  */
@@ -59,6 +59,9 @@ extern void occ_foreign_init(void);
 extern void occ_foreign_watch(void);
 extern const char *occ_foreign_unwatch(void);
 extern bool occ_foreign_written_yet(void);
+
+/* citus.c */
+extern void occ_citus_deadlock_cancel(ErrorData *edata);
 
 /* session.c: what a body depends on and leaves in its session */
 #define OCC_SESSION_LOCKS_MAX 64

@@ -6,7 +6,7 @@
  *
  * A gate is a lock in PostgreSQL's heavyweight lock manager, in the user
  * (advisory) lock method, whose tag pg_occ reserves: field4 is
- * OCC_GATE_TAG, which pg_advisory_lock() never uses (it uses 1 for bigint
+ * OCC_LOCK_CLASS_GATE (compat.h), which pg_advisory_lock() never uses (it uses 1 for bigint
  * keys and 2 for pairs of integers), so a gate cannot collide with the
  * users' advisory locks; nor with Citus's, whose classes of advisory locks
  * (shards, colocation groups, operations, background tasks) are field4 4
@@ -75,9 +75,6 @@
 PG_FUNCTION_INFO_V1(occ_gate);
 PG_FUNCTION_INFO_V1(occ_gate_keys);
 
-/* field4 of a gate's lock tag; pg_advisory_lock uses only 1 and 2, Citus 4 to 16 */
-#define OCC_GATE_TAG 0x4F43
-
 /* the gates' lock mode: one holder at a time */
 #define OCC_GATE_LOCKMODE ExclusiveLock
 
@@ -101,7 +98,7 @@ static void
 occ_gate_set_tag(LOCKTAG *tag, uint64 hash)
 {
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (hash >> 32),
-						 (uint32) hash, OCC_GATE_TAG);
+						 (uint32) hash, OCC_LOCK_CLASS_GATE);
 }
 
 /* occ_gate_cmp: qsort's order of key hashes, the one order of every caller */
