@@ -22,6 +22,13 @@
 #                 orders, a second apart: Citus's distributed deadlock
 #                 detector cancels one, which is retried (40P01: Citus's
 #                 cancel taken for the deadlock it is), both commit.
+#       storm     Jepsen-style: transfers between A and B through the
+#                 coordinator, each logged in a row of its own, from psql
+#                 clients whose backends are cancelled and terminated, while
+#                 a worker's backend is killed (SIGKILL) twice: after Citus
+#                 recovers its commits in doubt, nothing is logged twice,
+#                 every success is logged, no failure is, the rows moved as
+#                 logged, no prepared transaction is left.
 #   - Delegated calls: a procedure bump(k) whose body calls occ.retry on
 #     row k (key 'a:' || k), distributed by k, colocated with accounts
 #     (create_distributed_function), called from pgbench through the
@@ -279,6 +286,95 @@ outcomes=$(cat "$DIR/deadlock-$A.out" "$DIR/deadlock-$B.out" | sort | tr '\n' ',
     [ "$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $B")" = $((before_b + 2)) ] ||
     fail "a distributed deadlock: rows $A and $B did not gain 2 each"
 echo "citus: a distributed deadlock through the coordinator: one call committed at once, the other cancelled by Citus's detector and retried (40P01), each row +2"
+
+# --- a. Jepsen-style: transfers between rows A and B (on two workers)
+# through the coordinator, each logged by a row of its own in tlog (a
+# distributed table), by STORM_CLIENTS psql clients, while their backends
+# are cancelled (most often) and terminated, and twice a worker's backend
+# is killed with SIGKILL (the worker restarts, dropping every connection
+# to it).  Afterwards, the coordinator recovers the two-phase commits left
+# in doubt; then no prepared transaction is left, no transfer is logged
+# twice, every call that succeeded is logged, no call that failed is, and
+# rows A and B moved by exactly what the log says
+STORM_CLIENTS=${CITUS_STORM_CLIENTS:-8} STORM_CALLS=${CITUS_STORM_CALLS:-60}
+q "$PORT" -c "CREATE TABLE tlog (id text PRIMARY KEY, d int NOT NULL)" \
+  -c "SELECT create_distributed_table('tlog', 'id')" >/dev/null
+before_a=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $A")
+before_b=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $B")
+for c in $(seq 1 "$STORM_CLIENTS"); do
+    for i in $(seq 1 "$STORM_CALLS"); do
+        echo "CALL occ.retry('INSERT INTO tlog VALUES (\$1, \$2);
+                             UPDATE accounts SET v = v - \$2 WHERE id = $A;
+                             UPDATE accounts SET v = v + \$2 WHERE id = $B',
+                            params => row('$c-$i', $((RANDOM % 2 * 2 - 1))), isolation => 'repeatable read',
+                            contention => 'queue', key => array['a:$A', 'a:$B'], max_attempts => 1000);"
+        echo "\\if :ERROR"
+        echo "\\echo fail $c-$i"
+        echo "\\else"
+        echo "\\echo ok $c-$i"
+        echo "\\endif"
+    done >"$DIR/storm$c.sql"
+done
+chmod 644 "$DIR"/storm*.sql
+pids=()
+for c in $(seq 1 "$STORM_CLIENTS"); do
+    PGAPPNAME=storm "$BINDIR/psql" -X -q -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -v ON_ERROR_STOP=0 \
+        -f "$DIR/storm$c.sql" >"$DIR/storm$c.out" 2>&1 &
+    pids+=($!)
+done
+cancels=0 terminates=0 kills=0 start=$SECONDS
+while :; do
+    running=0
+    for p in "${pids[@]}"; do ! kill -0 "$p" 2>/dev/null || running=$((running + 1)); done
+    [ "$running" -gt 0 ] || break
+    [ $((SECONDS - start)) -lt 300 ] || fail "storm: the clients still run after 300 s"
+    if [ $kills -lt 2 ] && [ $((SECONDS - start)) -ge $((kills * 4 + 2)) ]; then
+        # a worker backend serving the coordinator's calls, killed: the
+        # worker restarts (crash recovery), its connections all dropped
+        w=$((kills % 2 == 0 ? W1 : W2))
+        pid=$(q "$w" -c "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'citus_internal gpid=%'
+                          AND state <> 'idle' ORDER BY random() LIMIT 1" 2>/dev/null || true)
+        [ -z "$pid" ] || { kill -KILL "$pid" 2>/dev/null && kills=$((kills + 1)); }
+    elif [ $((RANDOM % 10)) -eq 0 ]; then
+        n=$(q "$PORT" -c "SELECT count(pg_terminate_backend(pid)) FROM (SELECT pid FROM pg_stat_activity
+                           WHERE application_name = 'storm' AND state = 'active' ORDER BY random() LIMIT 1) s")
+        terminates=$((terminates + n))
+    else
+        n=$(q "$PORT" -c "SELECT count(pg_cancel_backend(pid)) FROM (SELECT pid FROM pg_stat_activity
+                           WHERE application_name = 'storm' AND state = 'active' ORDER BY random() LIMIT 1) s")
+        cancels=$((cancels + n))
+    fi
+    sleep "0.0$((RANDOM % 5 + 1))"
+done
+wait "${pids[@]}" 2>/dev/null || true
+# both workers up again, then the commits in doubt recovered
+for w in $W1 $W2; do
+    for _ in $(seq 1 100); do q "$w" -c "SELECT 1" >/dev/null 2>&1 && break; sleep 0.2; done
+done
+q "$PORT" -c "SELECT recover_prepared_transactions()" >/dev/null
+for w in $W1 $W2; do
+    [ "$(q "$w" -c "SELECT count(*) FROM pg_prepared_xacts")" = 0 ] || fail "storm: prepared transactions left on :$w"
+done
+cat "$DIR"/storm*.out >"$DIR/storm.all"
+{ grep -h '^ok ' "$DIR/storm.all" || true; } | cut -d' ' -f2 | sort >"$DIR/storm.ok"
+{ grep -h '^fail ' "$DIR/storm.all" || true; } | cut -d' ' -f2 | sort >"$DIR/storm.failed"
+q "$PORT" -c "SELECT id FROM tlog ORDER BY 1" | sort >"$DIR/storm.rows"
+echo "citus: storm: $STORM_CLIENTS clients x $STORM_CALLS transfers, $cancels cancels, $terminates terminations, $kills worker backends killed: $(wc -l <"$DIR/storm.ok") succeeded, $(wc -l <"$DIR/storm.failed") failed, $(wc -l <"$DIR/storm.rows") logged"
+echo "citus: storm: the failures' errors: $(grep -h '^psql:.*ERROR: ' "$DIR/storm.all" | sed 's/.*ERROR: *//' | cut -c1-50 |
+                                              sort | uniq -c | sort -rn | head -4 | awk '{ $1 = $1 " x"; print }' | paste -sd';')"
+[ "$cancels" -ge 10 ] || fail "storm: only $cancels cancels"
+[ "$kills" = 2 ] || fail "storm: $kills worker backends killed, not 2"
+dups=$(uniq -d "$DIR/storm.rows" | head -5)
+[ -z "$dups" ] || fail "storm: transfers logged twice: $dups"
+missing=$(comm -23 "$DIR/storm.ok" "$DIR/storm.rows" | head -5)
+[ -z "$missing" ] || fail "storm: transfers that succeeded but are not logged: $missing"
+ghost=$(comm -12 "$DIR/storm.failed" "$DIR/storm.rows" | head -5)
+[ -z "$ghost" ] || fail "storm: transfers that failed but are logged: $ghost"
+moved=$(q "$PORT" -c "SELECT coalesce(sum(d), 0) FROM tlog")
+[ "$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $A")" = $((before_a - moved)) ] &&
+    [ "$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $B")" = $((before_b + moved)) ] ||
+    fail "storm: rows $A and $B are $(q "$PORT" -c "SELECT v FROM accounts WHERE id = $A") and $(q "$PORT" -c "SELECT v FROM accounts WHERE id = $B"), the log moved $moved from $before_a and $before_b"
+echo "citus: storm: nothing logged twice, every success logged, no failure logged, the rows moved as logged ($moved), no prepared transaction left"
 
 # --- c. reservable columns: refused on the tables of Citus, with 0A000
 # refused PORT TABLE KIND: occ.make_reservable(TABLE) on a node

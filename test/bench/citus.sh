@@ -22,7 +22,9 @@
 #               (create_distributed_function, colocated with accounts), so
 #               Citus runs the CALL on the worker that holds the row, where
 #               the body's occ.retry queues on that worker's gate
-#   delegated-batch  the same procedure in batch mode (bump_batch)
+#   delegated-batch  the same procedure in batch mode (bump_batch), at
+#               SERIALIZABLE (batch mode runs calls at REPEATABLE READ
+#               alone); the body's statements all run on that worker
 # Rounds run the forms in turn (reversed every other round); the report
 # gives medians of commits/s, attempts per commit (from the occ.stats of
 # the node that ran the calls), p99, and the ratio to lock in the same
@@ -74,15 +76,17 @@ q "$PORT" "SET citus.shard_count = 32;
 	CREATE TABLE accounts (id int PRIMARY KEY, v bigint NOT NULL);
 	SELECT create_distributed_table('accounts', 'id');
 	INSERT INTO accounts SELECT i, 0 FROM generate_series(1, $KEYS) AS i" >/dev/null
+# batch mode batches at SERIALIZABLE (its default), not at REPEATABLE READ
 for mode in queue batch; do
-	name=bump; [ "$mode" = batch ] && name=bump_batch
+	name=bump level='repeatable read'
+	[ "$mode" = batch ] && name=bump_batch level=serializable
 	q "$PORT" "CREATE PROCEDURE $name(k int) LANGUAGE plpgsql AS \$p\$
 	BEGIN
 		CALL occ.retry(\$b\$
 			SELECT v FROM accounts WHERE id = \$1;
 			SELECT pg_sleep(0.001);
 			UPDATE accounts SET v = v + 1 WHERE id = \$1
-		\$b\$, params => row(k), isolation => 'repeatable read', contention => '$mode', key => 'a:' || k);
+		\$b\$, params => row(k), isolation => '$level', contention => '$mode', key => 'a:' || k);
 	END \$p\$;
 	SELECT create_distributed_function('$name(int)', '\$1', colocate_with := 'accounts')" >/dev/null
 done
@@ -103,17 +107,18 @@ printf '\\set id random(1, :keys)\nCALL bump(:id);\n' >"$DIR/delegated.sql"
 printf '\\set id random(1, :keys)\nCALL bump_batch(:id);\n' >"$DIR/delegated-batch.sql"
 
 total() { q "$PORT" "SELECT sum(v) FROM accounts"; }
-attempts() {
+# stat COLUMN: the sum of an occ.stats column over the three nodes
+stat() {
 	local p s=0
 	for p in "$PORT" "$W1" "$W2"; do
-		s=$((s + $(q "$p" "SELECT coalesce(sum(attempts), 0) FROM occ.stats")))
+		s=$((s + $(q "$p" "SELECT coalesce(sum($1), 0) FROM occ.stats")))
 	done
 	echo "$s"
 }
 reset_stats() { local p; for p in "$PORT" "$W1" "$W2"; do q "$p" "SELECT occ.stats_reset()" >/dev/null; done; }
 
 CSV=$OUT/results.csv
-echo "form,round,commits,commits_per_s,attempts_per_commit,p99_ms" >"$CSV"
+echo "form,round,commits,commits_per_s,attempts_per_commit,batched_share,p99_ms" >"$CSV"
 for r in $(seq "$ROUNDS"); do
 	forms=$FORMS
 	[ $((r % 2)) = 1 ] || forms=$(printf '%s\n' $FORMS | tac | xargs)
@@ -129,11 +134,14 @@ for r in $(seq "$ROUNDS"); do
 		tps=$(awk '/^tps = / { print $3 }' "$DIR/out")
 		grew=$(($(total) - before))
 		[ "$grew" = "$commits" ] || { echo "citus.sh: LOST OR DOUBLED: $f round $r: rows grew by $grew, pgbench committed $commits" >&2; exit 1; }
-		att=""
-		[ "$f" = lock ] || att=$(awk -v a="$(attempts)" -v c="$commits" 'BEGIN { printf "%.3f", a / c }')
+		att="" batched=""
+		if [ "$f" != lock ]; then
+			att=$(awk -v a="$(stat attempts)" -v c="$commits" 'BEGIN { printf "%.3f", a / c }')
+			batched=$(awk -v b="$(stat batched)" -v c="$commits" 'BEGIN { printf "%.3f", b / c }')
+		fi
 		p99=$(cat "$DIR"/log.* | awk '{ print $3 }' | sort -n | awk '{ a[NR] = $1 } END { i = int(0.99 * NR); if (i < 0.99 * NR) i++; printf "%.1f", a[i] / 1000 }')
-		echo "$f,$r,$commits,$tps,$att,$p99" >>"$CSV"
-		echo "[$(date +%T)] round $r $f: $commits commits, $tps/s, attempts/commit ${att:--}, p99 ${p99} ms" >&2
+		echo "$f,$r,$commits,$tps,$att,$batched,$p99" >>"$CSV"
+		echo "[$(date +%T)] round $r $f: $commits commits, $tps/s, attempts/commit ${att:--}, batched ${batched:--}, p99 ${p99} ms" >&2
 	done
 done
 
@@ -146,13 +154,15 @@ lock = {r["round"]: float(r["commits_per_s"]) for r in rows if r["form"] == "loc
 print(f"### Hot keys on Citus: {keys} keys over 32 shards, {clients} clients, 1 ms of work, "
       f"median of {rounds} interleaved {duration}s rounds")
 print()
-print("| form | commits/s | x lock | attempts/commit | p99 ms |")
-print("|---|---:|---:|---:|---:|")
+print("| form | commits/s | x lock | attempts/commit | batched | p99 ms |")
+print("|---|---:|---:|---:|---:|---:|")
 for form in dict.fromkeys(r["form"] for r in rows):
     rs = [r for r in rows if r["form"] == form]
     x = statistics.median(float(r["commits_per_s"]) for r in rs)
     ratio = statistics.median(float(r["commits_per_s"]) / lock[r["round"]] for r in rs if r["round"] in lock) if lock else 0
     att = [float(r["attempts_per_commit"]) for r in rs if r["attempts_per_commit"]]
+    batched = [float(r["batched_share"]) for r in rs if r["batched_share"]]
     p99 = statistics.median(float(r["p99_ms"]) for r in rs)
-    print(f"| {form} | {x:.0f} | {ratio:.3f} | {statistics.median(att) if att else 1:.3f} | {p99:.0f} |")
+    print(f"| {form} | {x:.0f} | {ratio:.3f} | {statistics.median(att) if att else 1:.3f} "
+          f"| {statistics.median(batched) if batched else 0:.2f} | {p99:.0f} |")
 PY
