@@ -306,18 +306,27 @@ fi
 
 # several versions: one run of this script for each, then a summary
 if [ ${#versions[@]} -gt 1 ]; then
-    summary=() failed=0
+    summary=() failed=0 tails=$(mktemp -d)
     for v in "${versions[@]}"; do
         start=$SECONDS
         echo "=== PostgreSQL $v (Debian $(suite_of "$v"))"
-        if "$SELF" --pg "$v" ${no_install:+--no-install}; then
+        # the output of a version that fails is shown again at the end,
+        # where a log cut to its tail still has it
+        if "$SELF" --pg "$v" ${no_install:+--no-install} 2>&1 | tee "$tails/$v"; then
             result=passed
         else
             result=FAILED
             failed=1
         fi
         summary+=("PostgreSQL $v (Debian $(suite_of "$v")): $result in $((SECONDS - start)) s")
+        [ $result = FAILED ] || rm -f "$tails/$v"
     done
+    for f in "$tails"/*; do
+        [ -f "$f" ] || continue
+        echo "=== the last 60 lines of PostgreSQL ${f##*/}'s run, which failed"
+        tail -n 60 "$f"
+    done
+    rm -rf "$tails"
     printf '%s\n' "=== summary" "${summary[@]}"
     [ $failed = 0 ] || die "some versions failed"
     echo "all pg_occ tests passed on PostgreSQL ${versions[*]}"
