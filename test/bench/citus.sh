@@ -18,6 +18,8 @@
 #               (test/pgbench/pessimistic_1rt.sql's shape)
 #   coord       CALL occ.retry(...) on the coordinator, REPEATABLE READ,
 #               queue mode, key 'a:' || id: the gate is the coordinator's
+#   coord-rc    the same at READ COMMITTED (v = v + 1 waits for the row
+#               instead of failing: no retries, the gate never needed)
 #   delegated   CALL bump(id): a procedure distributed by its argument
 #               (create_distributed_function, colocated with accounts), so
 #               Citus runs the CALL on the worker that holds the row, where
@@ -43,7 +45,7 @@ CLIENTS=64
 KEYS=16
 DURATION=10
 ROUNDS=3
-FORMS="lock coord delegated delegated-batch"
+FORMS="lock coord coord-rc delegated delegated-batch"
 OUT=/tmp/pg_occ-citus-bench
 PORT=5811
 while [ $# -gt 0 ]; do
@@ -95,14 +97,17 @@ cat >"$DIR/lock.sql" <<'EOF'
 \set id random(1, :keys)
 BEGIN ISOLATION LEVEL READ COMMITTED \; SELECT v FROM accounts WHERE id = :id FOR UPDATE \; SELECT pg_sleep(0.001) \; UPDATE accounts SET v = v + 1 WHERE id = :id \; COMMIT;
 EOF
-cat >"$DIR/coord.sql" <<'EOF'
-\set id random(1, :keys)
-CALL occ.retry($b$
-    SELECT v FROM accounts WHERE id = $1;
+for level in 'repeatable read' 'read committed'; do
+	f=coord; [ "$level" = 'read committed' ] && f=coord-rc
+	cat >"$DIR/$f.sql" <<EOF
+\\set id random(1, :keys)
+CALL occ.retry(\$b\$
+    SELECT v FROM accounts WHERE id = \$1;
     SELECT pg_sleep(0.001);
-    UPDATE accounts SET v = v + 1 WHERE id = $1
-$b$, params => row(:id), isolation => 'repeatable read', contention => 'queue', key => 'a:' || :id);
+    UPDATE accounts SET v = v + 1 WHERE id = \$1
+\$b\$, params => row(:id), isolation => '$level', contention => 'queue', key => 'a:' || :id);
 EOF
+done
 printf '\\set id random(1, :keys)\nCALL bump(:id);\n' >"$DIR/delegated.sql"
 printf '\\set id random(1, :keys)\nCALL bump_batch(:id);\n' >"$DIR/delegated-batch.sql"
 
