@@ -23,7 +23,8 @@
 #                 detector cancels one, which is retried (40P01: Citus's
 #                 cancel taken for the deadlock it is), both commit.
 #       storm     Jepsen-style: transfers between A and B through the
-#                 coordinator, each logged in a row of its own, from psql
+#                 coordinator (repeatable read or read committed), each
+#                 logged in a row of its own, from psql
 #                 clients whose backends are cancelled and terminated, while
 #                 a worker's backend is killed (SIGKILL) twice: after Citus
 #                 recovers its commits in doubt, nothing is logged twice,
@@ -187,8 +188,8 @@ echo "citus: hot row through the coordinator (queue mode, repeatable read): $n c
 # --- a. a transfer between two rows on different workers, both ways: the
 # same body, which writes row A first, then B (two transfers the other
 # way round could deadlock across the workers in their first attempts,
-# which run before the keys are hot: Citus's detector cancels one, and
-# occ.retry does not retry a cancel), moving $3 from A to B
+# which run before the keys are hot, each waiting for Citus's detector: see
+# the deadlock below), moving $3 from A to B
 for way in ab ba; do
     if [ $way = ab ]; then d=1; else d=-1; fi
     cat >"$DIR/$way.sql" <<EOF
@@ -289,10 +290,11 @@ echo "citus: a distributed deadlock through the coordinator: one call committed 
 
 # --- a. Jepsen-style: transfers between rows A and B (on two workers)
 # through the coordinator, each logged by a row of its own in tlog (a
-# distributed table), by STORM_CLIENTS psql clients, while their backends
-# are cancelled (most often) and terminated, and twice a worker's backend
-# is killed with SIGKILL (the worker restarts, dropping every connection
-# to it).  Afterwards, the coordinator recovers the two-phase commits left
+# distributed table), at REPEATABLE READ or READ COMMITTED (at random), by
+# STORM_CLIENTS psql clients, while their backends are cancelled (most
+# often) and terminated, and twice (after 10 and 20 cancels) a worker's
+# backend is killed with SIGKILL (the worker restarts, dropping every
+# connection to it).  Afterwards, the coordinator recovers the two-phase commits left
 # in doubt; then no prepared transaction is left, no transfer is logged
 # twice, every call that succeeded is logged, no call that failed is, and
 # rows A and B moved by exactly what the log says
@@ -301,12 +303,13 @@ q "$PORT" -c "CREATE TABLE tlog (id text PRIMARY KEY, d int NOT NULL)" \
   -c "SELECT create_distributed_table('tlog', 'id')" >/dev/null
 before_a=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $A")
 before_b=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $B")
+levels=('repeatable read' 'read committed')
 for c in $(seq 1 "$STORM_CLIENTS"); do
     for i in $(seq 1 "$STORM_CALLS"); do
         echo "CALL occ.retry('INSERT INTO tlog VALUES (\$1, \$2);
                              UPDATE accounts SET v = v - \$2 WHERE id = $A;
                              UPDATE accounts SET v = v + \$2 WHERE id = $B',
-                            params => row('$c-$i', $((RANDOM % 2 * 2 - 1))), isolation => 'repeatable read',
+                            params => row('$c-$i', $((RANDOM % 2 * 2 - 1))), isolation => '${levels[RANDOM % 2]}',
                             contention => 'queue', key => array['a:$A', 'a:$B'], max_attempts => 1000);"
         echo "\\if :ERROR"
         echo "\\echo fail $c-$i"
@@ -328,7 +331,7 @@ while :; do
     for p in "${pids[@]}"; do ! kill -0 "$p" 2>/dev/null || running=$((running + 1)); done
     [ "$running" -gt 0 ] || break
     [ $((SECONDS - start)) -lt 300 ] || fail "storm: the clients still run after 300 s"
-    if [ $kills -lt 2 ] && [ $((SECONDS - start)) -ge $((kills * 4 + 2)) ]; then
+    if [ $kills -lt 2 ] && [ "$cancels" -ge $((kills * 10 + 10)) ]; then
         # a worker backend serving the coordinator's calls, killed: the
         # worker restarts (crash recovery), its connections all dropped
         w=$((kills % 2 == 0 ? W1 : W2))
