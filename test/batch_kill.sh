@@ -298,6 +298,46 @@ for case in terminate client-kill twice-cancelled cancelled-terminated; do
     echo "batch_kill: a follower $case mid-batch: rows $(rows)"
 done
 
+# a new session on the PGPROC of a follower terminated mid-batch, whose
+# leader has not yet let go of the follower's slot (ABANDONED): it joins
+# the batch queue, in its PGPROC's second slot, as a follower (it used to
+# run alone, as in queue mode, waiting for the gate).  PostgreSQL 15 gives
+# a new backend the PGPROC freed last: the follower is terminated from a
+# session that stays (ctl), its end awaited without a connection (its
+# /proc entry), after the script's own connections have ended, so that N's
+# backend takes its PGPROC (later versions may give it another one, and N
+# a slot of its own anyway).
+sql "TRUNCATE log, pause_in; UPDATE counter SET n = 0;
+     SELECT setval('go', 1, false), setval('reached', 1, false);
+     INSERT INTO pause_in VALUES ('f1')" >/dev/null
+queue_batch
+point_reached member
+open_session ctl -At
+pid_1=$(sql "SELECT pid FROM pg_stat_activity WHERE application_name = 'f1'")
+sleep 0.5
+step ctl "SELECT pg_terminate_backend($pid_1);"
+for i in $(seq 1 40); do
+    [ -d "/proc/$pid_1" ] || break
+    [ "$i" -lt 40 ] || fail "after a follower's slot was abandoned: f1's backend did not end within 2 s"
+    sleep 0.05
+done
+start N
+waits=$(for _ in $(seq 1 300); do
+            w=$(sql "SELECT wait_event_type FROM pg_stat_activity WHERE application_name = 'N'
+                      AND wait_event_type IN ('Extension', 'Lock')")
+            [ -z "$w" ] || { echo "$w"; break; }
+            sleep 0.1
+        done)
+[ "$waits" = Extension ] ||
+    fail "a new session after a follower's slot was abandoned: it waits ${waits:-for nothing seen} (Lock: alone, for the gate), not in the batch queue"
+sql "SELECT setval('go', 1)" >/dev/null
+for who in L f2 N; do committed "$who" "$(ended "$who")"; done
+ended f1 >/dev/null
+close_input ctl
+ended ctl >/dev/null
+[ "$(rows)" = "L,N,f2 n=3" ] || fail "after a follower's slot was abandoned: rows $(rows)"
+echo "batch_kill: a new session after a follower's slot was abandoned joined the batch queue: rows $(rows)"
+
 # the queue still works after all that: a batch of three commits
 sql "TRUNCATE log, pause_in; UPDATE counter SET n = 0" >/dev/null
 queue_batch

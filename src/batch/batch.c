@@ -17,8 +17,11 @@
  * This file keeps the slots: who leads, the order of the queue, the
  * taking of calls, and what a backend that exits leaves behind.
  *
- * Shared memory holds one slot per backend, indexed by its PGPROC number,
- * under one LWLock (batch_slots.h).  A slot's states:
+ * Shared memory holds two slots per backend's PGPROC, under one LWLock
+ * (batch_slots.h): a backend takes the first, its spare if the first is
+ * ABANDONED (below) by the backend that had the PGPROC before it, whose
+ * leader has not let go of it yet; a new session would otherwise run its
+ * calls alone until then.  A slot's states:
  *
  *	IDLE		not in batch mode's queue
  *	LEADING		leads its key (waits for, or holds, the gate)
@@ -55,6 +58,10 @@
 
 OccBatchShared *occ_batch = NULL;
 
+/* This backend's slot: OCC_BATCH_NO_SLOT until it first needs one */
+#define OCC_BATCH_NO_SLOT (-1)
+static int	occ_my_slotno = OCC_BATCH_NO_SLOT;
+
 /* The calls this backend leads now, for its exit callback */
 static OccBatchMember *occ_led = NULL;
 static int	occ_nled = 0;
@@ -62,12 +69,19 @@ static bool occ_exit_registered = false;
 
 static void occ_batch_exit(int code, Datum arg);
 
-/* occ_batch_slots_size: the slots, one per backend, without their bytes */
+/* occ_batch_nslots: two slots per backend (see the file header) */
+static int
+occ_batch_nslots(void)
+{
+	return 2 * MaxBackends;
+}
+
+/* occ_batch_slots_size: the slots, without their bytes */
 static Size
 occ_batch_slots_size(void)
 {
 	return MAXALIGN(add_size(offsetof(OccBatchShared, slots),
-							 mul_size(MaxBackends, sizeof(OccBatchSlot))));
+							 mul_size(occ_batch_nslots(), sizeof(OccBatchSlot))));
 }
 
 /* occ_batch_shmem_size: the slots and their bytes */
@@ -75,7 +89,7 @@ Size
 occ_batch_shmem_size(void)
 {
 	return add_size(occ_batch_slots_size(),
-					mul_size(MaxBackends, OCC_BATCH_REQUEST_BYTES + OCC_BATCH_OUTCOME_BYTES));
+					mul_size(occ_batch_nslots(), OCC_BATCH_REQUEST_BYTES + OCC_BATCH_OUTCOME_BYTES));
 }
 
 /* occ_batch_shmem_request: our LWLock */
@@ -97,9 +111,9 @@ occ_batch_shmem_init(void)
 		return;
 	occ_batch->lock = &(GetNamedLWLockTranche("pg_occ batch"))->lock;
 	occ_batch->next_seq = 1;
-	occ_batch->nslots = MaxBackends;
+	occ_batch->nslots = occ_batch_nslots();
 	bytes = (char *) occ_batch + occ_batch_slots_size();
-	for (int i = 0; i < MaxBackends; i++)
+	for (int i = 0; i < occ_batch->nslots; i++)
 	{
 		OccBatchSlot *slot = &occ_batch->slots[i];
 
@@ -111,23 +125,35 @@ occ_batch_shmem_init(void)
 	}
 }
 
-/* occ_my_slot: this backend's slot, or NULL (not preloaded, not a backend) */
+/*
+ * occ_my_slot: this backend's slot, or NULL (not preloaded, not a
+ * backend): the first of its PGPROC's two, unless the backend before it
+ * left that one ABANDONED (then the second, unless that one is too)
+ */
 OccBatchSlot *
 occ_my_slot(void)
 {
 	int			procno;
 
+	if (occ_my_slotno != OCC_BATCH_NO_SLOT)
+		return &occ_batch->slots[occ_my_slotno];
 	if (occ_batch == NULL || MyProc == NULL)
 		return NULL;
 	procno = occ_my_procno();
-	if (procno < 0 || procno >= occ_batch->nslots)
+	if (procno < 0 || procno >= occ_batch->nslots / 2)
 		return NULL;
 	if (!occ_exit_registered)
 	{
 		before_shmem_exit(occ_batch_exit, (Datum) 0);
 		occ_exit_registered = true;
 	}
-	return &occ_batch->slots[procno];
+	LWLockAcquire(occ_batch->lock, LW_SHARED);
+	occ_my_slotno = procno;
+	if (occ_batch->slots[procno].state == OCC_SLOT_ABANDONED &&
+		occ_batch->slots[procno + occ_batch->nslots / 2].state != OCC_SLOT_ABANDONED)
+		occ_my_slotno = procno + occ_batch->nslots / 2;
+	LWLockRelease(occ_batch->lock);
+	return &occ_batch->slots[occ_my_slotno];
 }
 
 /* occ_batch_available: can calls batch here (is pg_occ preloaded)? */
@@ -384,11 +410,10 @@ static void
 occ_batch_exit(int code, Datum arg)
 {
 	OccBatchSlot *slot;
-	int			procno = occ_my_procno();
 
-	if (occ_batch == NULL || procno < 0 || procno >= occ_batch->nslots)
+	if (occ_my_slotno == OCC_BATCH_NO_SLOT)
 		return;
-	slot = &occ_batch->slots[procno];
+	slot = &occ_batch->slots[occ_my_slotno];
 	LWLockReleaseAll();
 	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
 	occ_orphan_led();
