@@ -221,14 +221,20 @@ done
 echo "citus: transfers between the workers through the coordinator: $n commits ($nab and $nba), $(tps transfer)/s, the total conserved, occ.stats $s"
 
 # --- b. delegated: bump(k) runs on the worker that holds row k
-echo 'CALL bump(:k);' >"$DIR/bump.sql"
-chmod 644 "$DIR/bump.sql"
-before=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $HOT")
-bench "$PORT" bump -D k=$HOT -f "$DIR/bump.sql"
-n=$(processed bump)
-[ "${n:-0}" -gt 0 ] || fail "bump: nothing committed"
-v=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $HOT")
-[ "$v" = $((before + n)) ] || fail "bump: the row is $v after $n commits from $before (lost or doubled updates)"
+# delegated PROC: pgbench CALLs PROC(row HOT) through the coordinator; the
+# row must have grown by exactly the commits, left in n
+delegated() {
+    local before v
+    echo "CALL $1(:k);" >"$DIR/$1.sql"
+    chmod 644 "$DIR/$1.sql"
+    before=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $HOT")
+    bench "$PORT" "$1" -D k=$HOT -f "$DIR/$1.sql"
+    n=$(processed "$1")
+    [ "${n:-0}" -gt 0 ] || fail "$1: nothing committed"
+    v=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $HOT")
+    [ "$v" = $((before + n)) ] || fail "$1: the row is $v after $n commits from $before (lost or doubled updates)"
+}
+delegated bump
 s=$(commits "$HOT_NODE" '%occ_citus.bump%')
 [ "$s" = "$n|$n" ] || fail "bump: the worker :$HOT_NODE's occ.stats (calls|commits) $s, pgbench $n: not delegated?"
 for p in $PORT $OTHER_NODE; do
@@ -251,14 +257,7 @@ BEGIN
 END $p$;
 SELECT create_distributed_function('bump_batch(int)', '$1', colocate_with := 'accounts');
 SQL
-echo 'CALL bump_batch(:k);' >"$DIR/bump_batch.sql"
-chmod 644 "$DIR/bump_batch.sql"
-before=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $HOT")
-bench "$PORT" bump_batch -D k=$HOT -f "$DIR/bump_batch.sql"
-n=$(processed bump_batch)
-[ "${n:-0}" -gt 0 ] || fail "bump_batch: nothing committed"
-v=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $HOT")
-[ "$v" = $((before + n)) ] || fail "bump_batch: the row is $v after $n commits from $before (lost or doubled updates)"
+delegated bump_batch
 s=$(q "$HOT_NODE" -c "SELECT calls || '|' || commits || '|' || batched FROM occ.stats WHERE query LIKE '%occ_citus.batch%'")
 [ "${s%|*}" = "$n|$n" ] || fail "bump_batch: the worker :$HOT_NODE's occ.stats (calls|commits|batched) $s, pgbench $n"
 [ "${s##*|}" -gt $((n / 2)) ] || fail "bump_batch: $n calls, ${s##*|} of them in batches on :$HOT_NODE (calls|commits|batched $s)"

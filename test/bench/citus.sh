@@ -112,8 +112,8 @@ printf '\\set id random(1, :keys)\nCALL bump(:id);\n' >"$DIR/delegated.sql"
 printf '\\set id random(1, :keys)\nCALL bump_batch(:id);\n' >"$DIR/delegated-batch.sql"
 
 total() { q "$PORT" "SELECT sum(v) FROM accounts"; }
-# stat COLUMN: the sum of an occ.stats column over the three nodes
-stat() {
+# stats_sum COLUMN: the sum of an occ.stats column over the three nodes
+stats_sum() {
 	local p s=0
 	for p in "$PORT" "$W1" "$W2"; do
 		s=$((s + $(q "$p" "SELECT coalesce(sum($1), 0) FROM occ.stats")))
@@ -141,8 +141,8 @@ for r in $(seq "$ROUNDS"); do
 		[ "$grew" = "$commits" ] || { echo "citus.sh: LOST OR DOUBLED: $f round $r: rows grew by $grew, pgbench committed $commits" >&2; exit 1; }
 		att="" batched=""
 		if [ "$f" != lock ]; then
-			att=$(awk -v a="$(stat attempts)" -v c="$commits" 'BEGIN { printf "%.3f", a / c }')
-			batched=$(awk -v b="$(stat batched)" -v c="$commits" 'BEGIN { printf "%.3f", b / c }')
+			att=$(awk -v a="$(stats_sum attempts)" -v c="$commits" 'BEGIN { printf "%.3f", a / c }')
+			batched=$(awk -v b="$(stats_sum batched)" -v c="$commits" 'BEGIN { printf "%.3f", b / c }')
 		fi
 		p99=$(cat "$DIR"/log.* | awk '{ print $3 }' | sort -n | awk '{ a[NR] = $1 } END { i = int(0.99 * NR); if (i < 0.99 * NR) i++; printf "%.1f", a[i] / 1000 }')
 		echo "$f,$r,$commits,$tps,$att,$batched,$p99" >>"$CSV"
