@@ -41,5 +41,10 @@ CALL occ.retry('UPDATE bcounter SET n = n + 1 WHERE id = 1', contention => 'batc
 RESET occ.batch_max_calls;
 SELECT n FROM bcounter;
 
+-- occ.batch_max_time, in ms (its bounds: test/tap/02_gucs.sql)
+SET occ.batch_max_time = '1s';
+SHOW occ.batch_max_time;
+RESET occ.batch_max_time;
+
 -- a bad mode names the valid ones
 CALL occ.retry('SELECT 1', contention => 'batches');

@@ -36,6 +36,7 @@ bool		occ_log_retries = false;
 bool		occ_track_stats = true;
 int			occ_stats_max = 1000;
 int			occ_batch_max_calls = 64;
+int			occ_batch_max_time = 10;
 int			occ_max_result_size = 65536;
 double		occ_retry_budget = 0.0;
 double		occ_retry_budget_ratio = 0.2;
@@ -215,6 +216,11 @@ occ_define_gucs(void)
 							"1 runs every call alone, as queue mode does.",
 							&occ_batch_max_calls, 64, 1, 1000,
 							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("occ.batch_max_time",
+							"About how long a batch's leader runs the bodies of the calls it took, before the others join the queue again.",
+							"The leader's own setting counts; its first follower's body always runs.",
+							&occ_batch_max_time, 10, 1, 60000,
+							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomStringVariable("occ.retry_sqlstates",
 							   "SQLSTATEs and SQLSTATE classes that occ.retry retries.",
 							   "A comma-separated list of 5-character codes or 2-character classes.",

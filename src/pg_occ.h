@@ -183,6 +183,7 @@ extern bool occ_log_retries;
 extern bool occ_track_stats;
 extern int	occ_stats_max;
 extern int	occ_batch_max_calls;
+extern int	occ_batch_max_time;
 extern int	occ_max_result_size;
 extern double occ_retry_budget;
 extern double occ_retry_budget_ratio;

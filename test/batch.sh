@@ -93,10 +93,11 @@ reset() {
     sql "TRUNCATE log; SELECT setval('go', 1, false), setval('go2', 1, false), setval('reached', 1, false); SELECT occ.stats_reset()" >/dev/null
 }
 
-# --- 1. outcomes
+# --- 1. outcomes (the leader's batch given the time to run every body
+# on a loaded machine: occ.batch_max_time, its own setting)
 reset
 hold_gate
-start L
+start L "SET client_min_messages = warning; SET occ.batch_max_time = '1min'"
 leader=$(queued L)
 for f in f1 bad dup f2 f4; do
     start "$f"

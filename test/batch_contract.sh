@@ -19,7 +19,8 @@
 #      deferred unique violation reaches it as 23505 (not XX000);
 #   5. each caller's limits: the leader does not time out in a slow
 #      follower's body, which its own statement_timeout ends; a batch
-#      whose body time is unknown runs about 10 ms of bodies, not 63;
+#      whose body time is unknown runs about 10 ms of bodies, not 63, or
+#      what occ.batch_max_time, set by its leader alone, says;
 #   6. what a body leaves: a cursor left open sends its call to run alone
 #      (the next body opens its own), and a leader whose own body left one
 #      takes no one, without a WARNING of a leaked hash_seq_search scan
@@ -286,6 +287,14 @@ for who in L f1 f2 f3 f4 f5 f6; do ended "$who" >/dev/null; done
 [ "$(sql "SELECT count(*) FROM log")" = 7 ] || fail "limits: not every call committed"
 [ "$(ran_by_leader)" = L,f1 ] || fail "limits: the first batch ran $(ran_by_leader)"
 echo "batch_contract: a key's first batch ran about 10 ms of bodies"
+
+# the same with occ.batch_max_time = 1s, set by the leader alone (not a
+# setting that keeps calls apart): L runs the six bodies (120 ms)
+reset
+LEADER_SETUP="SET occ.batch_max_time = '1s'" run_batch "$body" f1 f2 f3 f4 f5 f6
+for who in L f1 f2 f3 f4 f5 f6; do ended "$who" >/dev/null; done
+[ "$(ran_by_leader)" = L,f1,f2,f3,f4,f5,f6 ] || fail "limits: with occ.batch_max_time = 1s the leader ran $(ran_by_leader)"
+echo "batch_contract: with occ.batch_max_time = 1s, set by its leader, a key's first batch ran every body"
 
 # --- 6. a cursor left open: f1 and f2 both open cursor c; each runs alone;
 # so does the leader Lc, whose own body opens it: it takes no one, and then

@@ -46,8 +46,12 @@ trap 'cluster_cleanup; rm -rf "$base" "$SESSIONS"' EXIT
 cluster_init "$c" "shared_preload_libraries = 'pg_occ'" "max_connections = 40"
 cluster_start "$c"
 export PGHOST=$c/sock PGPORT=5432 PGUSER=postgres
-# the test's own sessions never wait for the standby; the callers set on
-export PGOPTIONS="-c synchronous_commit=local"
+# the test's own sessions never wait for the standby; the callers set on.
+# A leader runs every body it took, however long the paused one took
+# (occ.batch_max_time, read by the leader alone): with the default 10 ms a
+# loaded machine gives f2 back, and a kill at the commit takes its session
+# down before it runs again
+export PGOPTIONS="-c synchronous_commit=local -c occ.batch_max_time=1min"
 DB=postgres
 
 sql "CREATE EXTENSION pg_occ;
@@ -107,19 +111,21 @@ standby() {
 }
 
 # queue_batch [PSQL_ARGS...]: L, then f1 (which then does what PSQL_ARGS
-# say) and f2, queue behind a session that holds the key's gate, which then
-# lets go: L leads (its pid in $leader), and takes the others' calls into
-# its batch
+# say) and f2, queue in that order behind a session that holds the key's
+# gate, which then lets go: L leads (its pid in $leader), and takes the
+# others' calls into its batch
 queue_batch() {
     open_session holder -At
     step holder "BEGIN; SELECT occ.gate('k');"
     start L
     leader=$(queued L)
+    # one at a time, so that f1 is first in the queue: the first call a
+    # leader took always runs in its batch; the next ones only within the
+    # batch's time (lead.c), which a loaded machine may run out of
     start f1 "$@"
+    wait_for f1 "wait_event_type = 'Extension'" >/dev/null
     start f2
-    for f in f1 f2; do
-        wait_for "$f" "wait_event_type = 'Extension'" >/dev/null
-    done
+    wait_for f2 "wait_event_type = 'Extension'" >/dev/null
     send holder "COMMIT;"
     close_input holder
     ended holder >/dev/null

@@ -13,9 +13,10 @@
  * after a statement error the portal snapshots can be released and the
  * transaction rolled back cleanly), releases the subtransaction and
  * commits.  Errors are caught and returned, copied, with the transaction
- * rolled back and a new one started, and with the foreign table the attempt
- * wrote to, if any (foreign.c watches it run): whether to retry is not
- * decided here.
+ * rolled back and a new one started, and, for a failed COMMIT, why part of
+ * the attempt may have committed elsewhere before it (a foreign table it
+ * wrote to, which foreign.c watches it run for; work that Citus commits on
+ * other nodes in one phase, citus.c): whether to retry is not decided here.
  *
  * Since PostgreSQL 15 (and 13.8, 14.5), a failing SPI_commit() has already
  * aborted and started a new transaction when it rethrows, so catching its
@@ -311,6 +312,27 @@ occ_attempt_set_isolation(const OccRetrySpec *spec)
 }
 
 /*
+ * occ_attempt_committed_first: why part of an attempt whose COMMIT failed
+ * may have committed before (foreign: a foreign table it wrote to;
+ * citus_first: why Citus may have committed some of it, or NULL), in cxt;
+ * NULL if nothing could
+ */
+static const char *
+occ_attempt_committed_first(const char *foreign, const char *citus_first, MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	const char *why = NULL;
+
+	if (foreign != NULL)
+		why = psprintf("it wrote to the foreign table \"%s\", whose remote transaction may have committed already",
+					   foreign);
+	else
+		why = citus_first;		/* a constant string, or NULL */
+	MemoryContextSwitchTo(old);
+	return why;
+}
+
+/*
  * occ_attempt_run: run the body once, as attempt number, as a whole
  * transaction and commit it.  Returns true if it committed; otherwise fills
  * *failure with the error, copied into attemptcxt, the failed transaction
@@ -339,6 +361,7 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 	volatile bool committing = false;
 	ErrorData  *edata = NULL;
 	DestReceiver *volatile rows = NULL;
+	const char *volatile citus_first = NULL;
 	const char *foreign;
 
 	/* A new transaction without a snapshot yet: the level can still change */
@@ -381,6 +404,7 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 			before_commit(arg);
 
 		/* SSI may fail here; SPI_commit then starts a new transaction */
+		citus_first = occ_citus_prepare_commit();
 		committing = true;
 		SPI_commit();
 	}
@@ -418,6 +442,7 @@ occ_attempt_run(const OccRetrySpec *spec, int number, OccBody **body,
 		SPI_rollback();
 	failure->edata = edata;
 	failure->at_commit = committing;
-	failure->foreign_table = foreign ? MemoryContextStrdup(attemptcxt, foreign) : NULL;
+	failure->committed_first = committing ?
+		occ_attempt_committed_first(foreign, citus_first, attemptcxt) : NULL;
 	return false;
 }

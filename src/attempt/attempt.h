@@ -22,7 +22,8 @@ typedef struct OccAttemptFailure
 {
 	ErrorData  *edata;			/* in the attempt's memory context */
 	bool		at_commit;		/* COMMIT failed, not a statement */
-	const char *foreign_table;	/* a foreign table it wrote to, or NULL */
+	const char *committed_first;	/* why part of it may have committed
+									 * before COMMIT failed, or NULL */
 } OccAttemptFailure;
 
 extern void occ_attempt_check_context(FunctionCallInfo fcinfo);
@@ -62,6 +63,8 @@ extern bool occ_foreign_written_yet(void);
 
 /* citus.c */
 extern void occ_citus_deadlock_cancel(ErrorData *edata);
+extern void occ_citus_commit_whole(void);
+extern const char *occ_citus_prepare_commit(void);
 
 /* session.c: what a body depends on and leaves in its session */
 #define OCC_SESSION_LOCKS_MAX 64

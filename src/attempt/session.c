@@ -59,11 +59,14 @@ static uint64 occ_session_notifies[OCC_SESSION_NOTIFIES_MAX];
 /*
  * Settings the fingerprint leaves out: application_name, which differs
  * between sessions without changing what a body means (each client names
- * itself), and transaction_isolation, which a batch's signature holds
- * apart, as the call's isolation (a follower does not set it to compare,
- * and sets nothing that its commit would have to undo)
+ * itself), occ.batch_max_time, which only its leader reads, and
+ * transaction_isolation, which a batch's signature holds apart, as the
+ * call's isolation (a follower does not set it to compare, and sets
+ * nothing that its commit would have to undo)
  */
-static const char *const occ_unhashed_settings[] = {"application_name", "transaction_isolation", NULL};
+static const char *const occ_unhashed_settings[] = {
+	"application_name", "occ.batch_max_time", "transaction_isolation", NULL
+};
 
 /* occ_unhashed: is name one of occ_unhashed_settings? */
 static bool

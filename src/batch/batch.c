@@ -21,7 +21,9 @@
  * (batch_slots.h): a backend takes the first, its spare if the first is
  * ABANDONED (below) by the backend that had the PGPROC before it, whose
  * leader has not let go of it yet; a new session would otherwise run its
- * calls alone until then.  A slot's states:
+ * calls alone until then.  Scans visit only the slots of the PGPROCs whose
+ * backends ever took one, the first or the spare (occ_slot_scan_next): so
+ * the spares cost nothing until one is taken.  A slot's states:
  *
  *	IDLE		not in batch mode's queue
  *	LEADING		leads its key (waits for, or holds, the gate)
@@ -67,6 +69,7 @@ static OccBatchMember *occ_led = NULL;
 static int	occ_nled = 0;
 static bool occ_exit_registered = false;
 
+static int	occ_slot_scan_next(int i);
 static void occ_batch_exit(int code, Datum arg);
 
 /* occ_batch_nslots: two slots per backend (see the file header) */
@@ -112,6 +115,11 @@ occ_batch_shmem_init(void)
 	occ_batch->lock = &(GetNamedLWLockTranche("pg_occ batch"))->lock;
 	occ_batch->next_seq = 1;
 	occ_batch->nslots = occ_batch_nslots();
+	for (int h = 0; h < 2; h++)
+	{
+		occ_batch->taken_lo[h] = occ_batch->nslots / 2;
+		occ_batch->taken_hi[h] = 0;
+	}
 	bytes = (char *) occ_batch + occ_batch_slots_size();
 	for (int i = 0; i < occ_batch->nslots; i++)
 	{
@@ -134,6 +142,7 @@ OccBatchSlot *
 occ_my_slot(void)
 {
 	int			procno;
+	int			spare;
 
 	if (occ_my_slotno != OCC_BATCH_NO_SLOT)
 		return &occ_batch->slots[occ_my_slotno];
@@ -147,13 +156,34 @@ occ_my_slot(void)
 		before_shmem_exit(occ_batch_exit, (Datum) 0);
 		occ_exit_registered = true;
 	}
-	LWLockAcquire(occ_batch->lock, LW_SHARED);
-	occ_my_slotno = procno;
-	if (occ_batch->slots[procno].state == OCC_SLOT_ABANDONED &&
-		occ_batch->slots[procno + occ_batch->nslots / 2].state != OCC_SLOT_ABANDONED)
-		occ_my_slotno = procno + occ_batch->nslots / 2;
+	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
+	spare = occ_batch->slots[procno].state == OCC_SLOT_ABANDONED &&
+		occ_batch->slots[procno + occ_batch->nslots / 2].state != OCC_SLOT_ABANDONED;
+	occ_my_slotno = procno + (spare ? occ_batch->nslots / 2 : 0);
+	occ_batch->taken_lo[spare] = Min(occ_batch->taken_lo[spare], procno);
+	occ_batch->taken_hi[spare] = Max(occ_batch->taken_hi[spare], procno + 1);
 	LWLockRelease(occ_batch->lock);
 	return &occ_batch->slots[occ_my_slotno];
+}
+
+/*
+ * occ_slot_scan_next: under the lock, the slot a scan of every slot ever
+ * taken visits after slot i (-1 to begin), or -1 when it is done
+ */
+static int
+occ_slot_scan_next(int i)
+{
+	int			half = occ_batch->nslots / 2;
+	int			h = (i + 1) / half;
+	int			procno = (i + 1) % half;
+
+	for (; h < 2; h++, procno = 0)
+	{
+		procno = Max(procno, occ_batch->taken_lo[h]);
+		if (procno < occ_batch->taken_hi[h])
+			return h * half + procno;
+	}
+	return -1;
 }
 
 /* occ_batch_available: can calls batch here (is pg_occ preloaded)? */
@@ -188,7 +218,7 @@ occ_batch_signature(const OccRetrySpec *spec, uint64 fingerprint)
 OccBatchSlot *
 occ_find_leader(uint64 key)
 {
-	for (int i = 0; i < occ_batch->nslots; i++)
+	for (int i = occ_slot_scan_next(-1); i >= 0; i = occ_slot_scan_next(i))
 	{
 		OccBatchSlot *s = &occ_batch->slots[i];
 
@@ -208,7 +238,7 @@ occ_hand_on(OccBatchSlot *slot)
 {
 	OccBatchSlot *next = NULL;
 
-	for (int i = 0; i < occ_batch->nslots; i++)
+	for (int i = occ_slot_scan_next(-1); i >= 0; i = occ_slot_scan_next(i))
 	{
 		OccBatchSlot *s = &occ_batch->slots[i];
 
@@ -273,12 +303,6 @@ occ_slot_state(OccBatchSlot *slot)
 	return state;
 }
 
-
-
-
-
-
-
 /*
  * occ_batch_claim: the leader of key takes up to max calls posted for it
  * with its signature and role, in queue order, into members (their
@@ -293,7 +317,7 @@ occ_batch_claim(uint64 key, uint64 signature, int max, OccBatchMember *members)
 	if (slot == NULL || max <= 0)
 		return 0;
 	LWLockAcquire(occ_batch->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < occ_batch->nslots; i++)
+	for (int i = occ_slot_scan_next(-1); i >= 0; i = occ_slot_scan_next(i))
 	{
 		OccBatchSlot *s = &occ_batch->slots[i];
 		int			at;
@@ -340,14 +364,6 @@ occ_batch_claim(uint64 key, uint64 signature, int max, OccBatchMember *members)
 	}
 	return n;
 }
-
-
-
-
-
-
-
-
 
 /*
  * occ_batch_told: the leader has told every call it took its outcome

@@ -76,6 +76,14 @@ typedef struct OccBatchShared
 	LWLock	   *lock;
 	uint64		next_seq;
 	int			nslots;
+	/*
+	 * The PGPROC numbers whose first (0) or spare (1) slot a backend has
+	 * ever taken are within [taken_lo, taken_hi): scans visit those only
+	 * (a server's backends use a small range of its PGPROCs, and spares
+	 * are rare)
+	 */
+	int			taken_lo[2];
+	int			taken_hi[2];
 	OccBatchSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } OccBatchShared;
 

@@ -42,8 +42,8 @@
  *	  gate, if a body released it (pg_advisory_unlock_all()), is taken back.
  *	- A leader whose own body left something in its session, or wrote to a
  *	  foreign table, or that no longer holds its key's gate, takes no one.
- *	- A batch runs bodies for about OCC_LEAD_BATCH_USEC: the calls taken
- *	  that it has no time for join again, before the next leader's.
+ *	- A batch runs bodies for about occ.batch_max_time (10 ms): the calls
+ *	  taken that it has no time for join again, before the next leader's.
  *	- A member's body waits at most OCC_LEAD_LOCK_WAIT_MS for a lock held
  *	  outside the batch, then runs alone: a batch holds the rows of many
  *	  calls, and a transaction beside it (a call that runs ungated, another
@@ -69,19 +69,23 @@
 #include "batch/batch.h"
 #include "util/util.h"
 
-/* The time a batch's bodies should take, at most, once their time is known */
-#define OCC_LEAD_BATCH_USEC 10000.0
-
 /*
  * The longest a member's body waits for a lock that a transaction outside
  * the batch holds (lock_timeout, unless the callers' own is shorter)
  */
 #define OCC_LEAD_LOCK_WAIT_MS 10
 
+/* occ_lead_batch_usec: the time a batch's bodies should take, at most */
+static double
+occ_lead_batch_usec(void)
+{
+	return occ_batch_max_time * 1000.0;
+}
+
 /*
  * occ_lead_room: how many calls the leader takes: up to occ.batch_max_calls
  * (its own included), and no more than the key's bodies run in
- * OCC_LEAD_BATCH_USEC, by the last batch's mean.  Every call of a batch
+ * occ.batch_max_time, by the last batch's mean.  Every call of a batch
  * waits for its last body: where bodies are long, large batches would add
  * a batch's time to the wait of the calls that just missed one, and gain
  * nothing, the commit being a small part of the time.
@@ -92,8 +96,8 @@ occ_lead_room(void)
 	double		usec = occ_batch_body_usec();
 	int			room = occ_batch_max_calls - 1;
 
-	if (usec > 0 && usec * room > OCC_LEAD_BATCH_USEC)
-		room = Max(1, (int) (OCC_LEAD_BATCH_USEC / usec));
+	if (usec > 0 && usec * room > occ_lead_batch_usec())
+		room = Max(1, (int) (occ_lead_batch_usec() / usec));
 	return room;
 }
 
@@ -411,7 +415,7 @@ occ_lead_member(OccLead *lead, OccBatchMember *m)
 
 /*
  * occ_lead_bodies: run the bodies of the members not told yet, for about
- * OCC_LEAD_BATCH_USEC (the others join again), the leader's own
+ * occ.batch_max_time (the others join again), the leader's own
  * statement_timeout suspended meanwhile
  */
 static void
@@ -433,7 +437,7 @@ occ_lead_bodies(OccLead *lead)
 
 			if (m->finished)
 				continue;
-			if (lead->ran > 0 && occ_elapsed_usec(start) > OCC_LEAD_BATCH_USEC)
+			if (lead->ran > 0 && occ_elapsed_usec(start) > occ_lead_batch_usec())
 				occ_batch_send(m, OCC_BATCH_UNRUN, NULL);
 			else
 				occ_lead_member(lead, m);

@@ -72,7 +72,6 @@ typedef struct OccReservableEntry
 
 static HTAB *occ_reservables = NULL;
 
-
 /* occ_rsv_invalidate: a relcache callback; forget relid's (or all) */
 static void
 occ_rsv_invalidate(Datum arg, Oid relid)

@@ -12,11 +12,13 @@
  * order they apply:
  *
  *	1. A SQLSTATE not in retry_on is raised as it is.
- *	2. A failure at COMMIT after the attempt wrote to a foreign table gives
- *	   up: postgres_fdw commits the remote side at pre-commit, before the
- *	   local serializable check, so running the body again would repeat that
- *	   work.  Its outcome is unknown: not the failure, which clients retry,
- *	   but statement_completion_unknown (40003) is raised.
+ *	2. A failure at COMMIT after part of the attempt may have committed
+ *	   elsewhere gives up: postgres_fdw commits the remote side of a
+ *	   foreign table written to at pre-commit, before the local
+ *	   serializable check, and so does Citus with work on other nodes that
+ *	   it commits in one phase (attempt.c), so running the body again would
+ *	   repeat that work.  Its outcome is unknown: not the failure, which
+ *	   clients retry, but statement_completion_unknown (40003) is raised.
  *	3. max_attempts: the call gives up after that many attempts.
  *	4. The server-wide retry budget: a retry takes a token.  One that the
  *	   budget refuses does not run beside the others: it waits on the gate
@@ -390,12 +392,11 @@ occ_policy_after_failure(OccPolicy *p, const OccFailure *f)
 	if (!occ_sqlstates_match(p->spec->retry_on, f->sqlerrcode))
 		return occ_decide(OCC_STEP_RAISE, 0, NULL, false);
 	/* 2 */
-	if (f->at_commit && f->foreign_table != NULL)
+	if (f->at_commit && f->committed_first != NULL)
 	{
 		give_up = occ_decide(OCC_STEP_GIVE_UP, 0,
-							 psprintf("did not run the body again after this failure at COMMIT: "
-									  "it wrote to the foreign table \"%s\", whose remote transaction may have committed already",
-									  f->foreign_table),
+							 psprintf("did not run the body again after this failure at COMMIT: %s",
+									  f->committed_first),
 							 true);
 		give_up.outcome_unknown = true;
 		return give_up;

@@ -58,7 +58,7 @@ typedef struct OccFailure
 	int			sqlerrcode;
 	int			attempts;		/* attempts so far, this one included */
 	bool		at_commit;		/* COMMIT failed */
-	const char *foreign_table;	/* written to by the attempt, or NULL */
+	const char *committed_first;	/* why part of it may have committed, or NULL */
 } OccFailure;
 
 /* A call's policy: what it has decided so far */

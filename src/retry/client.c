@@ -67,6 +67,11 @@
  * Whether a transaction queues is decided as for occ.retry's first attempt
  * (policy.c); holding the gate is gate.c's.
  *
+ * The application retries a keyed transaction whole after a serialization
+ * failure, so none may leave part of it committed: on Citus, a SERIALIZABLE
+ * one commits its work on other nodes in two phases, asked for at
+ * pre-commit (citus.c), as occ.retry's attempts do.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -82,6 +87,7 @@
 #include "utils/snapmgr.h"
 
 #include "pg_occ.h"
+#include "attempt/attempt.h"
 #include "policy/policy.h"
 #include "queue/queue.h"
 #include "retry/retry.h"
@@ -409,6 +415,10 @@ occ_client_xact_callback(XactEvent event, void *arg)
 					 errmsg("cannot PREPARE a transaction that has set occ.key"),
 					 errdetail("The gates of its keys would stay held by the prepared transaction until COMMIT PREPARED or ROLLBACK PREPARED, stopping every transaction of those keys meanwhile, and it would count as committed already."),
 					 errhint("Use occ.key in transactions that commit or roll back here; run a two-phase transaction without it.")));
+			break;
+		case XACT_EVENT_PRE_COMMIT:
+			/* before Citus's callback, which commits other nodes' work */
+			occ_citus_commit_whole();
 			break;
 		case XACT_EVENT_COMMIT:
 			occ_client_end(true);

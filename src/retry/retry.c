@@ -292,7 +292,7 @@ occ_handed_outcome(OccCall *call, Jsonb **rows, OccAttemptFailure *failure)
 	/* in the attempt's memory: the outcome's is reset when the call joins again */
 	failure->edata = occ_error_copy(o->edata);
 	failure->at_commit = o->at_commit;
-	failure->foreign_table = NULL;
+	failure->committed_first = NULL;
 	return false;
 }
 
@@ -360,7 +360,7 @@ occ_after_failure(OccCall *call, const OccAttemptFailure *af)
 	f.sqlerrcode = af->edata->sqlerrcode;
 	f.attempts = call->result.attempts;
 	f.at_commit = af->at_commit;
-	f.foreign_table = af->foreign_table;
+	f.committed_first = af->committed_first;
 	d = occ_policy_after_failure(&call->policy, &f);
 	while (d.step == OCC_STEP_WAIT)
 	{

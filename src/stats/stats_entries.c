@@ -34,7 +34,6 @@ occ_stats_shmem_size(void)
 					hash_estimate_size(occ_stats_max, sizeof(OccStatsEntry)));
 }
 
-
 /*
  * occ_stats_entries_attach: create or attach to the table; true if it was
  * there already.  Called at startup holding AddinShmemInitLock.
@@ -71,7 +70,6 @@ occ_stats_require_shared(void)
 				 errhint("Add pg_occ to shared_preload_libraries in postgresql.conf and restart the server; "
 						 "occ.retry and occ.backoff work without it.")));
 }
-
 
 /* occ_cmp_calls: qsort order of entries, fewest calls first */
 static int

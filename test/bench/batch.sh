@@ -28,9 +28,11 @@
 
 BATCH_CLIENTS=64
 BATCH_ROUNDS=3
-BATCH_FORMS="lock queue batch"
-BATCH_TPCB_FORMS="tpcb-lock tpcb-occ tpcb-occ-key tpcb-batch tpcb-batch-learned"
-BATCH_ZIPF_FORMS="zipf-lock zipf-occ zipf-batch-learned"
+# the forms of each workload; the environment may narrow them (an A/B of a
+# few forms), an empty list skipping the workload
+BATCH_FORMS=${BATCH_FORMS-"lock queue batch"}
+BATCH_TPCB_FORMS=${BATCH_TPCB_FORMS-"tpcb-lock tpcb-occ tpcb-occ-key tpcb-batch tpcb-batch-learned"}
+BATCH_ZIPF_FORMS=${BATCH_ZIPF_FORMS-"zipf-lock zipf-occ zipf-batch-learned"}
 
 # batch_runs_per_round: pgbench runs in one round of the batch mode
 batch_runs_per_round() {

@@ -5,7 +5,7 @@
 -- their current values are not checked, only their built-in defaults.
 \ir begin.psql
 
-SELECT plan(97);
+SELECT plan(98);
 
 ------------------------------------------------------------------------
 -- Exactly the documented parameters exist
@@ -13,11 +13,12 @@ SELECT plan(97);
 SELECT set_eq(
     $$ SELECT name::text FROM pg_settings WHERE name LIKE 'occ.%' $$,
     ARRAY['occ.base_delay', 'occ.max_delay', 'occ.jitter', 'occ.factor', 'occ.max_attempts', 'occ.batch_max_calls',
+          'occ.batch_max_time',
           'occ.max_duration', 'occ.isolation', 'occ.contention', 'occ.retry_sqlstates', 'occ.log_retries',
           'occ.track_stats', 'occ.stats_max', 'occ.max_result_size', 'occ.retry_budget',
           'occ.retry_budget_ratio', 'occ.retry_budget_floor', 'occ.key', 'occ.fold_interval',
           'occ.reservable_rows'],
-    'exactly the 20 documented occ.* parameters exist');
+    'exactly the 21 documented occ.* parameters exist');
 
 ------------------------------------------------------------------------
 -- Context of each parameter: stats_max and reservable_rows need a restart,
@@ -26,7 +27,7 @@ SELECT set_eq(
 ------------------------------------------------------------------------
 SELECT results_eq(
     $$ SELECT name::text COLLATE "default", context::text FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
-    $$ VALUES ('occ.base_delay', 'user'), ('occ.batch_max_calls', 'user'), ('occ.contention', 'user'), ('occ.factor', 'user'),
+    $$ VALUES ('occ.base_delay', 'user'), ('occ.batch_max_calls', 'user'), ('occ.batch_max_time', 'user'), ('occ.contention', 'user'), ('occ.factor', 'user'),
               ('occ.fold_interval', 'sighup'), ('occ.isolation', 'user'),
               ('occ.jitter', 'user'), ('occ.key', 'user'), ('occ.log_retries', 'superuser'), ('occ.max_attempts', 'user'),
               ('occ.max_delay', 'user'), ('occ.max_duration', 'user'), ('occ.max_result_size', 'user'),
@@ -58,7 +59,7 @@ SELECT is((SELECT context FROM pg_settings WHERE name = 'occ.retry_budget_floor'
 ------------------------------------------------------------------------
 SELECT results_eq(
     $$ SELECT name::text COLLATE "default", vartype, unit FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
-    $$ VALUES ('occ.base_delay', 'real', 'ms'), ('occ.batch_max_calls', 'integer', NULL), ('occ.contention', 'enum', NULL), ('occ.factor', 'real', NULL),
+    $$ VALUES ('occ.base_delay', 'real', 'ms'), ('occ.batch_max_calls', 'integer', NULL), ('occ.batch_max_time', 'integer', 'ms'), ('occ.contention', 'enum', NULL), ('occ.factor', 'real', NULL),
               ('occ.fold_interval', 'integer', 'ms'), ('occ.isolation', 'enum', NULL), ('occ.jitter', 'enum', NULL), ('occ.key', 'string', NULL),
               ('occ.log_retries', 'bool', NULL), ('occ.max_attempts', 'integer', NULL),
               ('occ.max_delay', 'real', 'ms'), ('occ.max_duration', 'integer', 'ms'),
@@ -75,6 +76,7 @@ SELECT results_eq(
 SELECT results_eq(
     $$ SELECT name::text COLLATE "default", boot_val, min_val, max_val FROM pg_settings WHERE name LIKE 'occ.%' ORDER BY name $$,
     $$ VALUES ('occ.base_delay', '1', '0.001', '3.6e+06'), ('occ.batch_max_calls', '64', '1', '1000'),
+              ('occ.batch_max_time', '10', '1', '60000'),
               ('occ.contention', 'queue', NULL, NULL),
               ('occ.factor', '2', '1', '1000'), ('occ.fold_interval', '100', '10', '60000'),
               ('occ.isolation', 'serializable', NULL, NULL), ('occ.jitter', 'full', NULL, NULL),
@@ -109,6 +111,7 @@ SELECT is(current_setting('occ.retry_budget_ratio'), '0.2', 'occ.retry_budget_ra
 SELECT is(current_setting('occ.retry_budget_floor'), '10', 'occ.retry_budget_floor defaults to 10');
 SELECT is(current_setting('occ.key'), '', 'occ.key defaults to empty (no key)');
 SELECT is(current_setting('occ.batch_max_calls'), '64', 'occ.batch_max_calls defaults to 64');
+SELECT is(current_setting('occ.batch_max_time'), '10ms', 'occ.batch_max_time defaults to 10ms');
 SELECT is(current_setting('occ.fold_interval'), '100ms', 'occ.fold_interval defaults to 100ms');
 SELECT ok(current_setting('occ.reservable_rows')::int >= 100, 'occ.reservable_rows is set, at least its minimum 100');
 
