@@ -63,13 +63,14 @@ import time
 
 
 class Txn:
-    __slots__ = ("id", "client", "type", "sqlstate", "ops", "t0", "t1")
+    __slots__ = ("id", "client", "type", "sqlstate", "message", "ops", "t0", "t1")
 
     def __init__(self, d):
         self.id = d["id"]
         self.client = d.get("client")
         self.type = d["type"]  # ok, fail, unknown
         self.sqlstate = d.get("sqlstate")
+        self.message = d.get("message")  # a failure's error, for the report
         # ["r", key, list read (ok calls) or None] or ["a", key, value]
         self.ops = [(f, int(k), v) for f, k, v in d["ops"]]
         self.t0 = d["t0"]
@@ -91,7 +92,7 @@ def short(lst):
 def describe(t):
     times = "%.6f-%s s" % (t.t0 / 1e9, "?" if t.t1 is None else "%.6f" % (t.t1 / 1e9))
     ops = "; ".join("%s %d %s" % (f, k, short(v) if f == "r" else v) for f, k, v in t.ops)
-    state = t.type + (" " + t.sqlstate if t.sqlstate else "")
+    state = t.type + (" " + t.sqlstate if t.sqlstate else "") + (" \"%s\"" % t.message if t.message else "")
     return "T%s (client %s, %s, %s): %s" % (t.id, t.client, state, times, ops)
 
 
@@ -587,6 +588,9 @@ def run(args):
                         conn = None
                     else:
                         rec["type"], rec["sqlstate"] = "fail", state
+                        # an unexpected error, what it said (for the report)
+                        if state != "57014":
+                            rec["message"] = str(e).splitlines()[0] if str(e) else None
                 with lock:
                     history.append(rec)
         except Exception as e:  # noqa: BLE001 (reported, fails the run)

@@ -152,8 +152,9 @@ test_here() {
     local v=$1
     export PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config
     test/setup.sh --pg "$v" --werror ${no_install:+--no-install}
+    # the log's lines with their SQLSTATE (%e): a failure's own code
     pg_virtualenv -v "$v" -o shared_preload_libraries=pg_occ -o max_connections=200 \
-        "$SELF" --in-cluster
+        -o "log_line_prefix=%m [%p] %e %q%u@%d " "$SELF" --in-cluster
     pg_virtualenv -v "$v" make installcheck REGRESS=not_preloaded ISOLATION= || { show_diffs; exit 1; }
     pg_virtualenv -v "$v" -o shared_preload_libraries=pg_stat_statements,pg_occ \
         make installcheck REGRESS=escrow_update ISOLATION=escrow_update || { show_diffs; exit 1; }
@@ -323,7 +324,11 @@ if [ ${#versions[@]} -gt 1 ]; then
     done
     for f in "$tails"/*; do
         [ -f "$f" ] || continue
-        echo "=== the last 60 lines of PostgreSQL ${f##*/}'s run, which failed"
+        # the failure's own lines first: a server log printed after it
+        # can push them out of the tail
+        echo "=== what PostgreSQL ${f##*/}'s run, which failed, reported as failing"
+        grep -E -n "FAIL|^not ok|ANOMALY|anomalies|^test/run\.sh:|^[+-][^+-]" "$f" | head -n 80 || true
+        echo "=== the last 60 lines of PostgreSQL ${f##*/}'s run"
         tail -n 60 "$f"
     done
     rm -rf "$tails"

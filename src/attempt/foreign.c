@@ -142,7 +142,8 @@ occ_foreign_executor_end(QueryDesc *queryDesc)
 /*
  * occ_foreign_process_utility: note the foreign tables that COPY FROM and
  * TRUNCATE wrote to, once they have run (one that fails is rolled back, on
- * the remote side too)
+ * the remote side too).  The statement is copied before it runs: its tree
+ * may be freed by the time it returns, so it is not read again.
  */
 static void
 occ_foreign_process_utility(PlannedStmt *pstmt, const char *queryString,
@@ -151,8 +152,11 @@ occ_foreign_process_utility(PlannedStmt *pstmt, const char *queryString,
 							DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *stmt = pstmt->utilityStmt;
+	Node	   *noted = NULL;
 
 	occ_session_note_utility(stmt);
+	if (occ_foreign_watching && (IsA(stmt, CopyStmt) || IsA(stmt, TruncateStmt)))
+		noted = copyObject(stmt);
 	if (occ_prev_process_utility)
 		occ_prev_process_utility(pstmt, queryString, readOnlyTree, context,
 								 params, queryEnv, dest, qc);
@@ -160,16 +164,16 @@ occ_foreign_process_utility(PlannedStmt *pstmt, const char *queryString,
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
 
-	if (!occ_foreign_watching || occ_foreign_written[0] != '\0')
+	if (noted == NULL || !occ_foreign_watching || occ_foreign_written[0] != '\0')
 		return;
-	if (IsA(stmt, CopyStmt) && ((CopyStmt *) stmt)->is_from &&
-		((CopyStmt *) stmt)->relation != NULL)
-		occ_foreign_note_relation(((CopyStmt *) stmt)->relation, OCC_DESCENDANTS_PARTITIONS);
-	else if (IsA(stmt, TruncateStmt))
+	if (IsA(noted, CopyStmt) && ((CopyStmt *) noted)->is_from &&
+		((CopyStmt *) noted)->relation != NULL)
+		occ_foreign_note_relation(((CopyStmt *) noted)->relation, OCC_DESCENDANTS_PARTITIONS);
+	else if (IsA(noted, TruncateStmt))
 	{
 		ListCell   *lc;
 
-		foreach(lc, ((TruncateStmt *) stmt)->relations)
+		foreach(lc, ((TruncateStmt *) noted)->relations)
 		{
 			RangeVar   *rv = lfirst_node(RangeVar, lc);
 

@@ -319,7 +319,12 @@ occ_ddl_check_published(bool created)
 				 errhint("Publish the tables that a subscriber needs rather than all tables.")));
 }
 
-/* occ_ddl_process_utility: the statements of the file's header */
+/*
+ * occ_ddl_process_utility: the statements of the file's header.  What the
+ * checks after the statement need is decided and copied before it runs:
+ * the statement's tree may be freed by the time next() returns (a COMMIT
+ * or ROLLBACK, a CALL whose procedure commits), so it is not read again.
+ */
 static void
 occ_ddl_process_utility(PlannedStmt *pstmt, const char *queryString,
 						bool readOnlyTree, ProcessUtilityContext context,
@@ -329,26 +334,33 @@ occ_ddl_process_utility(PlannedStmt *pstmt, const char *queryString,
 	Node	   *stmt = pstmt->utilityStmt;
 	ProcessUtility_hook_type next = occ_ddl_prev_process_utility ?
 		occ_ddl_prev_process_utility : standard_ProcessUtility;
+	NodeTag		tag = nodeTag(stmt);
 	List	   *cols = NIL;
+	RangeVar   *trigger_rel = NULL;
+	RenameStmt *renamed = NULL;
 
-	if (IsA(stmt, AlterTableStmt))
+	if (tag == T_AlterTableStmt)
 		cols = occ_ddl_guarded(occ_ddl_tables(((AlterTableStmt *) stmt)->relation));
-	else if (IsA(stmt, DropStmt) && ((DropStmt *) stmt)->removeType == OBJECT_TRIGGER)
+	else if (tag == T_CreateTrigStmt)
+		trigger_rel = copyObject(((CreateTrigStmt *) stmt)->relation);
+	else if (tag == T_RenameStmt && ((RenameStmt *) stmt)->renameType == OBJECT_COLUMN &&
+			 ((RenameStmt *) stmt)->relation != NULL)
+		renamed = copyObject((RenameStmt *) stmt);
+	else if (tag == T_DropStmt && ((DropStmt *) stmt)->removeType == OBJECT_TRIGGER)
 		occ_ddl_before_drop_trigger((DropStmt *) stmt);
-	else if (IsA(stmt, DropStmt) && ((DropStmt *) stmt)->removeType == OBJECT_EXTENSION)
+	else if (tag == T_DropStmt && ((DropStmt *) stmt)->removeType == OBJECT_EXTENSION)
 		occ_ddl_before_drop_extension((DropStmt *) stmt);
 
 	next(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 
-	if (IsA(stmt, AlterTableStmt))
+	if (tag == T_AlterTableStmt)
 		occ_ddl_after(cols, true);
-	else if (IsA(stmt, CreateTrigStmt))
-		occ_ddl_after(occ_ddl_guarded(occ_ddl_tables(((CreateTrigStmt *) stmt)->relation)), false);
-	else if (IsA(stmt, RenameStmt) && ((RenameStmt *) stmt)->renameType == OBJECT_COLUMN &&
-			 ((RenameStmt *) stmt)->relation != NULL)
-		occ_ddl_check_renamed((RenameStmt *) stmt);
-	else if (IsA(stmt, CreatePublicationStmt) || IsA(stmt, AlterPublicationStmt))
-		occ_ddl_check_published(IsA(stmt, CreatePublicationStmt));
+	else if (tag == T_CreateTrigStmt)
+		occ_ddl_after(occ_ddl_guarded(occ_ddl_tables(trigger_rel)), false);
+	else if (renamed != NULL)
+		occ_ddl_check_renamed(renamed);
+	else if (tag == T_CreatePublicationStmt || tag == T_AlterPublicationStmt)
+		occ_ddl_check_published(tag == T_CreatePublicationStmt);
 }
 
 /* occ_ddl_init: install the hook (from _PG_init) */
