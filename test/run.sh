@@ -62,7 +62,7 @@
 #   escrow_hostile.sh: a database owner's settings and objects never run as
 #   the fold worker's superuser, shares of shared memory, a terminated fold
 #   worker started again), a dump restored by the database's owner
-#   (test/restore.sh), and, for 15 only, pg_occ on a Citus 13.2 cluster of
+#   (test/restore.sh), and, for 15 and 17, pg_occ on a Citus 13.2 cluster of
 #   a coordinator and two workers (test/citus.sh, which builds Citus with
 #   ../shared/citus/build.sh, cached, and skips where that is absent:
 #   occ.retry in queue mode through the coordinator, on a hot row and in
@@ -166,9 +166,9 @@ test_here() {
     test/fold_restart.sh
     test/escrow_hostile.sh
     test/restore.sh
-    # Citus 13.2 builds for 15 and 17; its build and cluster scripts are
-    # the host's (../shared/citus), so 15 only
-    [ "$v" != 15 ] || test/citus.sh
+    # Citus 13.2 builds for 15 and 17 (its scripts: ../shared/citus, which
+    # test_in_root copies into the root)
+    case $v in 15 | 17) test/citus.sh ;; esac
     test/source.sh
     echo "all pg_occ tests passed on PostgreSQL $v"
 }
@@ -269,6 +269,8 @@ test_in_root() {
     tar -C . --exclude=.git --exclude='*.o' --exclude='*.bc' --exclude='*.so' \
         --exclude=./results --exclude=./output_iso --exclude=./tmp_check --exclude=./log \
         --exclude=./test/results --exclude='./regression.*' -cf - . | tar -C "$root/pg_occ" -xf -
+    # test/citus.sh's Citus scripts, beside the tree as here
+    [ ! -d ../shared/citus ] || { mkdir -p "$root/shared" && cp -a ../shared/citus "$root/shared/"; }
     echo "Debian $suite root ready in $((SECONDS - start)) s: $root"
     # in the background, so that a signal reaches our traps at once
     chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \

@@ -52,6 +52,11 @@ PACKAGES="postgresql-$pg postgresql-server-dev-$pg${pgtap:+ $pgtap} libtap-parse
 # psycopg2), a pooler and a metrics exporter
 PACKAGES="$PACKAGES python3-psycopg python3-psycopg2 python3-django python3-sqlalchemy libpostgresql-jdbc-java"
 PACKAGES="$PACKAGES pgbouncer prometheus-postgres-exporter"
+# test/citus.sh: what Citus 13.2's build needs (it supports 15 and 17 of
+# ours), in test/run.sh's root too, which has no network
+case $pg in
+    15 | 17) PACKAGES="$PACKAGES libicu-dev libzstd-dev liblz4-dev libkrb5-dev" ;;
+esac
 
 case $install in
     print) echo "$PACKAGES"; exit ;;
