@@ -38,6 +38,10 @@ DB=occ_batch_storm
 CLIENTS=${CLIENTS:-8}
 CALLS=${CALLS:-600}
 fail() { echo "batch_storm: FAIL: $*" >&2; exit 1; }
+# a command that fails outside fail() says so too (set -e would end the
+# script without a word)
+set -E
+trap 'echo "batch_storm: FAIL: line $LINENO: \"$BASH_COMMAND\" exited $?" >&2' ERR
 sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
