@@ -155,7 +155,8 @@ occ_foreign_process_utility(PlannedStmt *pstmt, const char *queryString,
 	Node	   *noted = NULL;
 
 	occ_session_note_utility(stmt);
-	if (occ_foreign_watching && (IsA(stmt, CopyStmt) || IsA(stmt, TruncateStmt)))
+	if (occ_foreign_watching && occ_foreign_written[0] == '\0' &&
+		(IsA(stmt, CopyStmt) || IsA(stmt, TruncateStmt)))
 		noted = copyObject(stmt);
 	if (occ_prev_process_utility)
 		occ_prev_process_utility(pstmt, queryString, readOnlyTree, context,
@@ -164,7 +165,7 @@ occ_foreign_process_utility(PlannedStmt *pstmt, const char *queryString,
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
 
-	if (noted == NULL || !occ_foreign_watching || occ_foreign_written[0] != '\0')
+	if (noted == NULL || occ_foreign_written[0] != '\0')
 		return;
 	if (IsA(noted, CopyStmt) && ((CopyStmt *) noted)->is_from &&
 		((CopyStmt *) noted)->relation != NULL)
