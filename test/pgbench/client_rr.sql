@@ -7,12 +7,19 @@
 -- begins with SET LOCAL occ.key (queue mode for the application's own
 -- transactions): it waits its turn on the gate of the key, before its
 -- snapshot, when the key is hot or this client's previous try failed.
--- Variables: -D work_ms=N -D iso='repeatable read' -D keyed=0 (or 1).
+-- With -D keyed=2 the SET goes in the same round trip as the SELECT (\;),
+-- so that the gate is not held across one round trip more than the row
+-- lock of client_lock.sql, taken by its SELECT.
+-- Variables: -D work_ms=N -D iso='repeatable read' -D keyed=0 (or 1, 2).
 BEGIN ISOLATION LEVEL :iso;
+\if :keyed = 2
+SET LOCAL occ.key = 'hot:1' \; SELECT v AS val FROM hot WHERE id = 1 \gset
+\else
 \if :keyed
 SET LOCAL occ.key = 'hot:1';
 \endif
 SELECT v AS val FROM hot WHERE id = 1 \gset
+\endif
 \sleep :work_ms ms
 UPDATE hot SET v = :val + 1 WHERE id = 1;
 COMMIT;
