@@ -24,7 +24,7 @@ REGRESS = backoff guc retry result budget stats queue upgrade schema memory bodi
 REGRESS_OPTS = --inputdir=$(srcdir) --load-extension=$(EXTENSION)
 
 # isolation tester: test/specs/*.spec against test/expected/*.out
-ISOLATION = update_conflict result_conflict write_skew deadlock give_up queue_order queue_deadlock queue_unlock_all budget_queue gate_deadlock keys_order keys_learned gate_roles key_order key_commit key_one_trip key_roles escrow_wait escrow_bound escrow_fold escrow_drop escrow_check escrow_serializable escrow_ddl escrow_update
+ISOLATION = update_conflict result_conflict write_skew deadlock give_up queue_order queue_deadlock queue_unlock_all budget_queue gate_deadlock keys_order keys_learned gate_roles key_order key_commit key_roles escrow_wait escrow_bound escrow_fold escrow_drop escrow_check escrow_serializable escrow_ddl escrow_update
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --load-extension=$(EXTENSION)
 
 EXTRA_CLEAN = test/results test/output_iso regression.* results
