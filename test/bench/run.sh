@@ -20,6 +20,9 @@
 #   mixed-gate      half occ-queue-key calls, half lock-based writers
 #                   (pessimistic_gate.sql) that call occ.gate('hot:1') first
 #   mixed-nogate    the same, the writers without occ.gate (pessimistic-1rt)
+#   fifo-lock       pessimistic-1rt after pg_advisory_xact_lock(1): PostgreSQL's
+#                   own FIFO queue (fifo_lock.sql), no pg_occ: the reference
+#                   of queue mode's tail
 #
 # The client mode's forms are the application's own transactions, run from
 # the client: read, work_ms of work in the client (pgbench's \sleep), write.
@@ -31,6 +34,9 @@
 #                   (client_rr.sql with keyed=1)
 #   client-rr-key-1rt  the same, the SET sent with the SELECT in one round
 #                   trip (keyed=2): the gate is then held as long as the lock
+#   client-fifo-lock  client-lock after pg_advisory_xact_lock(1), in one round
+#                   trip with the SELECT (fifo=1): PostgreSQL's own FIFO
+#                   queue, waited for before the first statement, no pg_occ
 #
 # Their cluster logs errors (log_min_messages = error, without the
 # statement), as a server does by default: pg_occ reads the SQLSTATE of a
@@ -38,10 +44,11 @@
 #
 # Modes:
 #   contention  queue mode's targets: 16, 64 and 128 clients, 1 ms of work,
-#               pessimistic-1rt, occ-backoff, occ-queue and occ-queue-key
-#               side by side, medians of --rounds interleaved rounds; then
-#               the guard workloads (1,000 uniform rows, 50% on one row, 1
-#               client, lock-based writers mixed in), each interleaved too.
+#               pessimistic-1rt, fifo-lock, occ-backoff, occ-queue and
+#               occ-queue-key side by side, medians of --rounds interleaved
+#               rounds; then the guard workloads (1,000 uniform rows, 50% on
+#               one row, 1 client, lock-based writers mixed in), each
+#               interleaved too.
 #   storm       seed 001 ("how not to crash a server"): open-loop Poisson
 #               arrivals below the hot row's capacity, a stall of a few
 #               seconds (LOCK TABLE hot) in the middle, per-second commits,
@@ -57,11 +64,12 @@
 #               and the time until all are done.
 #   overhead    1 client, one UPDATE, bare vs CALL occ.retry.
 #   client      the application's own transactions (issue 17): client-lock,
-#               client-rr-retry, client-rr-key and client-rr-key-1rt at 64
-#               clients, 1 ms of work, side by side in --rounds interleaved
-#               rounds, medians; targets for the keyed forms: <= 1.2
-#               attempts per commit, >= 0.97 x client-lock's commits/s,
-#               p99 <= 0.5 x client-lock's and <= 1.3 x the ideal wait.
+#               client-fifo-lock, client-rr-retry, client-rr-key and
+#               client-rr-key-1rt at 64 clients, 1 ms of work, side by side
+#               in --rounds interleaved rounds, medians; targets for the
+#               keyed forms: <= 1.2 attempts per commit, >= 0.97 x
+#               client-lock's commits/s, p99 <= 0.5 x client-lock's and
+#               <= 1.3 x the ideal wait.
 #   keys        queue mode on real transactions (test/bench/keys.sh).
 #   batch       batch mode (issue 18) against the row lock and queue mode,
 #               durable and not, interleaved (test/bench/batch.sh).
@@ -125,12 +133,12 @@ OUT="$HERE/results"
 OVERHEAD_FORMS="bare occ-bare occ-bare-nostats"
 OVERHEAD_REPS=5
 CONTENTION_CLIENTS="16 64 128"
-CONTENTION_FORMS="pessimistic-1rt occ-backoff occ-queue occ-queue-key"
+CONTENTION_FORMS="pessimistic-1rt fifo-lock occ-backoff occ-queue occ-queue-key"
 GUARD_CLIENTS=64
 ROUNDS=3
 CLIENT_CLIENTS=64
 CLIENT_WORK_MS=1
-CLIENT_FORMS="client-lock client-rr-retry client-rr-key client-rr-key-1rt"
+CLIENT_FORMS="client-lock client-fifo-lock client-rr-retry client-rr-key client-rr-key-1rt"
 # the client forms log errors, as a server does by default (see the header)
 CLIENT_PGOPTIONS="-c log_min_messages=error -c log_min_error_statement=panic"
 HOT_PCT=100
@@ -433,6 +441,8 @@ set_form_args() {
 			FORM_ARGS+=(-f "$PGB/pessimistic.sql") ;;
 		pessimistic-1rt)
 			FORM_ARGS+=(-f "$PGB/pessimistic_1rt.sql") ;;
+		fifo-lock)
+			FORM_ARGS+=(-f "$PGB/fifo_lock.sql") ;;
 		bare)
 			FORM_ARGS=(-f "$PGB/bare.sql") ;;
 		occ-bare)
@@ -458,8 +468,8 @@ set_form_args() {
 		mixed-nogate)
 			add_occ_defaults "$PGB/occ_retry.sql@1" queue
 			FORM_ARGS+=(-D "keyprefix='hot:'" -f "$PGB/pessimistic_1rt.sql@1") ;;
-		client-lock)
-			FORM_ARGS+=(-f "$PGB/client_lock.sql")
+		client-lock | client-fifo-lock)
+			FORM_ARGS+=(-f "$PGB/client_lock.sql" -D "fifo=$([ "$form" = client-fifo-lock ] && echo 1 || echo 0)")
 			FORM_PGOPTIONS=$CLIENT_PGOPTIONS ;;
 		client-rr-retry | client-rr-key | client-rr-key-1rt)
 			FORM_ARGS+=(-f "$PGB/client_rr.sql" -D "iso=$ISO" --max-tries="$MAX_ATTEMPTS"
@@ -717,7 +727,7 @@ client_table() {
 	echo
 	echo "### The application's own transactions: ${CLIENT_CLIENTS// /, } clients, $CLIENT_WORK_MS ms of work in the client, median of $ROUNDS interleaved ${DURATION}s rounds"
 	echo
-	echo "x client-lock: the median over rounds of the ratio to client-lock in the same round. p99: of the transactions done by the deadline; rest: of those that began a second or more into the run (the first second is the warm-up: new sessions, a cold key); ideal = N clients / X commits/s. Targets for client-rr-key and client-rr-key-1rt: attempts/commit <= 1.2, commits/s >= 0.97 x client-lock, p99 <= 0.5 x client-lock and <= 1.3 x ideal, the rest's p99 <= 1.1 x ideal."
+	echo "x client-lock: the median over rounds of the ratio to client-lock in the same round. p99: of the transactions done by the deadline; rest: of those that began a second or more into the run (the first second is the warm-up: new sessions, a cold key); ideal = N clients / X commits/s. Targets for client-rr-key and client-rr-key-1rt: attempts/commit <= 1.2, commits/s >= 0.97 x client-lock, p99 <= 0.5 x client-lock and <= 1.3 x ideal, the rest's p99 <= 1.1 x ideal. client-fifo-lock is PostgreSQL's own FIFO queue, without pg_occ (client-lock after pg_advisory_xact_lock, waited for before the first statement as SET LOCAL occ.key waits before the snapshot): the tail and the commits that a FIFO queue has on this machine."
 	echo
 	echo "| form | clients | commits/s | x client-lock | attempts/commit | p99 ms | p99 x client-lock | p99 / ideal | rest p99 ms | x client-lock | rest p99 / ideal | give-ups | targets |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
@@ -739,7 +749,7 @@ contention_tables() {
 	echo
 	echo "### Hot row: ${CONTENTION_CLIENTS// /, } clients, 1 ms of work, median of $ROUNDS interleaved ${DURATION}s rounds"
 	echo
-	echo "Ideal FIFO wait = N clients / X commits/s of the same run. x pessimistic-1rt: the median over rounds of the ratio to pessimistic-1rt in the same round. p99: of the calls done by the deadline (those in flight then wait for pgbench's own stop, for every form); first s: of those that began in the run's first second (new sessions, cold keys); rest: the others (the steady state). Targets for the queue forms: commits/s >= 0.97 x pessimistic-1rt, attempts/commit <= 1.2, p99 <= 1.3 x ideal, the rest's p99 <= 1.1 x ideal, 0 give-ups."
+	echo "Ideal FIFO wait = N clients / X commits/s of the same run. x pessimistic-1rt: the median over rounds of the ratio to pessimistic-1rt in the same round. p99: of the calls done by the deadline (those in flight then wait for pgbench's own stop, for every form); first s: of those that began in the run's first second (new sessions, cold keys); rest: the others (the steady state). Targets for the queue forms: commits/s >= 0.97 x pessimistic-1rt, attempts/commit <= 1.2, p99 <= 1.3 x ideal, the rest's p99 <= 1.1 x ideal, 0 give-ups. fifo-lock is PostgreSQL's own FIFO queue, without pg_occ (pessimistic-1rt after pg_advisory_xact_lock): the tail that a FIFO queue has on this machine."
 	echo
 	echo "| form | clients | commits/s | x pessimistic-1rt | attempts/commit | p99 ms | ideal ms | p99 / ideal | first s p99 / ideal | rest p99 / ideal | give-ups | targets |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
