@@ -4,6 +4,6 @@
 -- arrival, before its first statement runs (as a gate is waited for before
 -- an attempt's snapshot).  No pg_occ: its p99 / ideal is what a FIFO queue
 -- of this machine gives, the wake-ups and the statements' work after each
--- hand-over included; queue mode's steady state cannot be expected below it.
+-- hand-over included, against which queue mode's tail is read.
 -- Variables: -D work_ms=N
 BEGIN ISOLATION LEVEL READ COMMITTED \; SELECT pg_advisory_xact_lock(1) \; SELECT v FROM hot WHERE id = 1 FOR UPDATE \; SELECT pg_sleep(:work_ms / 1000.0) \; UPDATE hot SET v = v + 1 WHERE id = 1 \; COMMIT;
