@@ -743,7 +743,7 @@ client_table() {
 		{ verdict = ""; ideal = 1000 * $2 / $3
 		  if ($1 ~ /^client-rr-key/)
 			verdict = ($4 <= 1.2 && $8 >= 0.97 && $9 <= 0.5 && $5 <= 1.3 * ideal && $7 <= 1.1 * ideal) ? "met" : "missed:" ($4 > 1.2 ? " attempts" : "") ($8 < 0.97 ? " commits" : "") ($9 > 0.5 ? " p99 x lock" : "") ($5 > 1.3 * ideal ? " p99" : "") ($7 > 1.1 * ideal ? " steady p99" : "")
-		  printf "| %s | %d | %.0f | %.3f | %.3f | %.0f | %.3f | %.2f | %.0f | %.3f | %.2f | %d | %s |\n", $1, $2, $3, $8, $4, $5, $9, $5 / ideal, $7, $10, $7 / ideal, $6, verdict }'
+		  printf "| %s | %d | %.0f | %.3f | %.3f | %.0f | %.3f | %.3f | %.0f | %.3f | %.3f | %d | %s |\n", $1, $2, $3, $8, $4, $5, $9, $5 / ideal, $7, $10, $7 / ideal, $6, verdict }'
 }
 
 # contention_tables: queue mode's targets and guards, from the medians
@@ -767,7 +767,7 @@ contention_tables() {
 			ratio = q[i]; ideal = 1000 * n[i] / x[i]; verdict = ""
 			if (form[i] ~ /^occ-queue/)
 				verdict = (ratio >= 0.97 && a[i] <= 1.2 && p[i] <= 1.3 * ideal && s[i] <= 1.1 * ideal && g[i] == 0) ? "met" : "missed:" (ratio < 0.97 ? " commits" : "") (a[i] > 1.2 ? " attempts" : "") (p[i] > 1.3 * ideal ? " p99" : "") (s[i] > 1.1 * ideal ? " steady p99" : "") (g[i] > 0 ? " give-ups" : "")
-			printf "| %s | %d | %.0f | %.3f | %.3f | %.0f | %.0f | %.2f | %.2f | %.2f | %d | %s |\n", form[i], n[i], x[i], ratio, a[i], p[i], ideal, p[i] / ideal, f[i] / ideal, s[i] / ideal, g[i], verdict } }'
+			printf "| %s | %d | %.0f | %.3f | %.3f | %.0f | %.0f | %.3f | %.3f | %.3f | %d | %s |\n", form[i], n[i], x[i], ratio, a[i], p[i], ideal, p[i] / ideal, f[i] / ideal, s[i] / ideal, g[i], verdict } }'
 	[ "$DO_GUARDS" = 1 ] || return 0
 	echo
 	echo "### Queue mode: guard workloads, $GUARD_CLIENTS clients (1 for single), median of $ROUNDS interleaved rounds"
