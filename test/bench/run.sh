@@ -295,7 +295,7 @@ parse_args() {
 		headline)
 			modes="contention storm burst"
 			if [ -z "$ONLY" ]; then
-				CONTENTION_CLIENTS=64; ROUNDS=3; DO_GUARDS=0
+				CONTENTION_CLIENTS=64; DO_GUARDS=0
 				CONTENTION_FORMS="pessimistic-1rt fifo-lock pgbench-retry occ-backoff occ-queue"
 			fi ;;
 		full) modes="sweep fixed overhead contention client storm burst keys batch escrow" ;;
