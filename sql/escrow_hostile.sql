@@ -149,8 +149,47 @@ SELECT qty AS stock_1_folded FROM h_stock WHERE id = 1;
 SELECT code AS not_reservable_unchanged FROM h_pk WHERE id = 1;
 DELETE FROM occ.reservation_ledger WHERE rel IN ('h_pk'::regclass, 'h_stock'::regclass);
 
-DROP TABLE h_stock, h_mine, h_pk, h_stale, h_big;
-DROP FUNCTION h_sneak();
+-- 8. A declaration that user code invalidates while a reservation uses it:
+-- the delta's function GRANTs on its own table (a relcache invalidation,
+-- which drops the table's cached declaration) and plans an UPDATE of
+-- another owner's table (which caches that one's, where the dropped one
+-- was).  The reservation stays its own table's: 0.7.0 kept a pointer into
+-- the cache, and reserved -600 of alice's row, which mallory may not
+-- update, with only her own table checked.  A new session: its cache
+-- holds neither declaration.
+SET ROLE occ_hostile_alice;
+CREATE TABLE h_acct (id int PRIMARY KEY, bal bigint NOT NULL CHECK (bal >= 0));
+INSERT INTO h_acct VALUES (1, 1000);
+SELECT occ.make_reservable('h_acct', 'bal');
+SELECT occ.reserved_value('h_acct', 'bal', 1) AS acct_loaded;
+RESET ROLE;
+\c -
+\set VERBOSITY terse
+SET ROLE occ_hostile_mallory;
+CREATE TABLE h_swap (id int PRIMARY KEY, q bigint NOT NULL CHECK (q >= 0));
+INSERT INTO h_swap VALUES (1, 0);
+SELECT occ.make_reservable('h_swap', 'q');
+CREATE FUNCTION h_swap_delta() RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+    GRANT SELECT ON h_swap TO PUBLIC;
+    BEGIN
+        EXECUTE 'UPDATE h_acct SET bal = bal + 0 WHERE id = 1';
+    EXCEPTION WHEN insufficient_privilege THEN NULL;
+    END;
+    RETURN 600;
+END
+$$;
+UPDATE h_swap SET q = q - h_swap_delta() WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+UPDATE h_swap SET q = q + h_swap_delta() WHERE id = 1;
+RESET ROLE;
+SELECT count(*) AS acct_ledger_rows FROM occ.reservation_ledger WHERE rel = 'h_acct'::regclass;
+SELECT hostile_folded('h_swap', 'q');
+SELECT bal AS acct_unchanged FROM h_acct;
+SELECT q AS swap_folded FROM h_swap;
+
+DROP TABLE h_stock, h_mine, h_pk, h_stale, h_big, h_acct, h_swap;
+DROP FUNCTION h_sneak(), h_swap_delta();
 REVOKE CREATE ON SCHEMA public FROM occ_hostile_alice, occ_hostile_mallory;
 DROP ROLE occ_hostile_alice, occ_hostile_mallory;
 DROP FUNCTION hostile_folded(regclass, name);

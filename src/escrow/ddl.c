@@ -171,7 +171,10 @@ occ_ddl_after(List *cols, bool fold)
 		}
 		else if (occ_ddl_enabled(rel, c->name))
 		{
-			(void) occ_reservable_get(rel, c->name);
+			OccReservable decl;
+
+			/* errors unless the declaration still holds */
+			occ_reservable_get(rel, c->name, &decl);
 			if (fold && CheckRelationLockedByMe(rel, AccessExclusiveLock, false))
 				(void) occ_fold_apply(rel, c->name, false, NULL);
 		}

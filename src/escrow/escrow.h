@@ -45,7 +45,7 @@ typedef struct OccReservable
 	char		upper_name[NAMEDATALEN];
 } OccReservable;
 
-extern const OccReservable *occ_reservable_get(Relation rel, const char *colname);
+extern void occ_reservable_get(Relation rel, const char *colname, OccReservable *decl);
 extern bool occ_reservable_is_guard(const Trigger *trigger, const char *colname);
 extern bool occ_reservable_declared(Relation rel, const char *colname);
 extern bool occ_reservable_in_force(Relation rel, const char *colname);
@@ -144,7 +144,7 @@ extern void occ_escrow_unshare(int rows);
 /* reserve.c: the SQL of reservations; a replicated change taken as one */
 extern void occ_reserve_replicated(Relation rel, const OccReservable *decl, const char *key,
 								   int64 delta);
-extern bool occ_reserve_update(Relation rel, const OccReservable *const *decls,
+extern bool occ_reserve_update(Relation rel, const OccReservable *decls,
 							   const int64 *deltas, int n, Datum key, Oid keytype);
 
 /* update_shape.c: an UPDATE of reservable columns that is a reservation */

@@ -62,7 +62,7 @@ typedef struct OccFoldApply
 {
 	Relation	rel;
 	Relation	ledger;
-	const OccReservable *decl;
+	OccReservable decl;
 	const char *col;
 	SPIPlanPtr	plan;
 	Snapshot	snapshot;
@@ -119,7 +119,7 @@ static void
 occ_fold_prepare(OccFoldApply *fa)
 {
 	Relation	rel = fa->rel;
-	const OccReservable *decl = fa->decl;
+	const OccReservable *decl = &fa->decl;
 	Oid			types[3] = {decl->pktype, INT8OID, INT8OID};
 	char	   *sql;
 
@@ -153,10 +153,10 @@ occ_fold_row(void *arg)
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("the committed reservations of key %s of \"%s\" add up past the range of its column",
 						row->key, RelationGetRelationName(fa->rel))));
-	values[0] = OidInputFunctionCall(fa->decl->pkinput, row->key, fa->decl->pkioparam, -1);
+	values[0] = OidInputFunctionCall(fa->decl.pkinput, row->key, fa->decl.pkioparam, -1);
 	values[1] = Int64GetDatum((int64) half);
 	values[2] = Int64GetDatum((int64) (row->sum - half));
-	occ_guard_allow_fold(fa->decl, row->key, row->sum);
+	occ_guard_allow_fold(&fa->decl, row->key, row->sum);
 	PG_TRY();
 	{
 		rc = SPI_execute_snapshot(fa->plan, values, NULL, fa->snapshot, InvalidSnapshot,
@@ -200,7 +200,7 @@ occ_fold_apply(Relation rel, const char *col, bool each_row, OccFoldReport repor
 	memset(&fa, 0, sizeof(fa));
 	fa.rel = rel;
 	fa.col = col;
-	fa.decl = occ_reservable_get(rel, col);
+	occ_reservable_get(rel, col, &fa.decl);
 	fa.ledger = occ_ledger_open(RowExclusiveLock);
 	fa.snapshot = RegisterSnapshot(GetLatestSnapshot());
 	rows = occ_fold_rows_of(&fa);
@@ -229,7 +229,7 @@ occ_fold_apply(Relation rel, const char *col, bool each_row, OccFoldReport repor
 			edata = occ_subxact_run(occ_fold_row, &fa);
 		folded += edata == NULL ? 1 : 0;
 		if (each_row)
-			report(RelationGetRelid(rel), fa.decl->attnum, sorted[i]->key, edata);
+			report(RelationGetRelid(rel), fa.decl.attnum, sorted[i]->key, edata);
 	}
 	SPI_finish();
 	SetUserIdAndSecContext(save_user, save_sec);

@@ -159,6 +159,7 @@ occ_reservable_guard(PG_FUNCTION_ARGS)
 	TriggerEvent event;
 	Relation	rel;
 	const char *colname;
+	OccReservable decl;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -180,6 +181,7 @@ occ_reservable_guard(PG_FUNCTION_ARGS)
 	colname = td->tg_trigger->tgargs[0];
 	if (TRIGGER_FIRED_BY_DELETE(event))
 		occ_guard_refuse(rel, colname, "delete from");
-	occ_guard_update(td, occ_reservable_get(rel, colname), colname);
+	occ_reservable_get(rel, colname, &decl);
+	occ_guard_update(td, &decl, colname);
 	return PointerGetDatum(td->tg_newtuple);
 }

@@ -496,10 +496,14 @@ occ_rsv_check_guard(Relation rel, const OccReservable *decl, const char *colname
 
 /*
  * occ_reservable_get: the declaration of column colname of rel (opened by the
- * caller); errors unless it is reservable
+ * caller), copied into *decl; errors unless it is reservable.  A copy, not
+ * a pointer into the cache: a relcache invalidation (a GRANT, any DDL, in
+ * user code that runs before the caller is done with it: a CHECK, a
+ * delta's expression, a key's input function) removes the cache's entry,
+ * and the next one entered, another table's, would take its place.
  */
-const OccReservable *
-occ_reservable_get(Relation rel, const char *colname)
+void
+occ_reservable_get(Relation rel, const char *colname, OccReservable *decl)
 {
 	OccReservableKey key;
 	OccReservableEntry *entry;
@@ -525,22 +529,20 @@ occ_reservable_get(Relation rel, const char *colname)
 	}
 	entry = hash_search(occ_reservables, &key, HASH_FIND, NULL);
 	if (entry != NULL)
-		return &entry->decl;
+	{
+		*decl = entry->decl;
+		return;
+	}
 	if (!occ_reservable_declared(rel, colname))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("column \"%s\" of \"%s\" is not reservable", colname, RelationGetRelationName(rel)),
 				 errhint("Its owner declares it with SELECT occ.make_reservable('%s', '%s').",
 						 RelationGetRelationName(rel), colname)));
-	{
-		OccReservable decl;
-
-		occ_reservable_describe(rel, key.attnum, &decl);
-		occ_rsv_check_guard(rel, &decl, colname);
-		entry = hash_search(occ_reservables, &key, HASH_ENTER, &found);
-		entry->decl = decl;
-	}
-	return &entry->decl;
+	occ_reservable_describe(rel, key.attnum, decl);
+	occ_rsv_check_guard(rel, decl, colname);
+	entry = hash_search(occ_reservables, &key, HASH_ENTER, &found);
+	entry->decl = *decl;
 }
 
 /* occ_reservable_may: may the current role use column attnum of relid as mode? */

@@ -212,15 +212,15 @@ static bool
 occ_reserve_call(FunctionCallInfo fcinfo, const char *fname, OccTake how)
 {
 	Relation	rel;
-	const OccReservable *decl;
+	OccReservable decl;
 	bool		taken;
 
 	occ_reservable_require_args(fcinfo, 4, fname);
 	rel = occ_reserve_open(PG_GETARG_OID(0), RowExclusiveLock);
 	occ_reservable_check_any(rel, true);
-	decl = occ_reservable_get(rel, NameStr(*PG_GETARG_NAME(1)));
-	occ_reservable_check_access(rel, decl, true);
-	taken = occ_reserve_take(rel, decl, PG_GETARG_DATUM(2), get_fn_expr_argtype(fcinfo->flinfo, 2),
+	occ_reservable_get(rel, NameStr(*PG_GETARG_NAME(1)), &decl);
+	occ_reservable_check_access(rel, &decl, true);
+	taken = occ_reserve_take(rel, &decl, PG_GETARG_DATUM(2), get_fn_expr_argtype(fcinfo->flinfo, 2),
 							 PG_GETARG_INT64(3), how, true);
 	relation_close(rel, NoLock);
 	return taken;
@@ -257,23 +257,23 @@ occ_try_reserve(PG_FUNCTION_ARGS)
  * the UPDATE's privileges.
  */
 bool
-occ_reserve_update(Relation rel, const OccReservable *const *decls, const int64 *deltas, int n,
+occ_reserve_update(Relation rel, const OccReservable *decls, const int64 *deltas, int n,
 				   Datum key, Oid keytype)
 {
 	OccEscrowTag tag;
 	SysScanDesc scan;
 	bool		found;
-	Datum		pkey = occ_reserve_tag(key, keytype, decls[0], &tag);
+	Datum		pkey = occ_reserve_tag(key, keytype, &decls[0], &tag);
 
 	found = occ_escrow_loaded(&tag);
 	if (!found)
 	{
-		scan = occ_reserve_scan(rel, decls[0], pkey, SnapshotSelf);
+		scan = occ_reserve_scan(rel, &decls[0], pkey, SnapshotSelf);
 		found = HeapTupleIsValid(systable_getnext(scan));
 		systable_endscan(scan);
 	}
 	for (int i = 0; found && i < n; i++)
-		(void) occ_reserve_take(rel, decls[i], pkey, decls[i]->pktype, deltas[i],
+		(void) occ_reserve_take(rel, &decls[i], pkey, decls[i].pktype, deltas[i],
 								OCC_TAKE_CHECKED, true);
 	return found;
 }
@@ -308,7 +308,8 @@ Datum
 occ_reserved_value(PG_FUNCTION_ARGS)
 {
 	Relation	rel;
-	const OccReservable *decl;
+	OccReservable copy;
+	const OccReservable *decl = &copy;
 	OccEscrowTag tag;
 	OccEscrowRow *row;
 	Datum		key;
@@ -318,7 +319,7 @@ occ_reserved_value(PG_FUNCTION_ARGS)
 	occ_reservable_require_args(fcinfo, 3, "occ.reserved_value()");
 	rel = occ_reserve_open(PG_GETARG_OID(0), AccessShareLock);
 	occ_reservable_check_any(rel, false);
-	decl = occ_reservable_get(rel, NameStr(*PG_GETARG_NAME(1)));
+	occ_reservable_get(rel, NameStr(*PG_GETARG_NAME(1)), &copy);
 	occ_reservable_check_access(rel, decl, false);
 	key = occ_reserve_tag(PG_GETARG_DATUM(2), get_fn_expr_argtype(fcinfo->flinfo, 2), decl, &tag);
 	if (RecoveryInProgress())
@@ -451,10 +452,11 @@ occ_reservation_ledger_guard(PG_FUNCTION_ARGS)
 	occ_reservable_check_any(rel, true);
 	if (occ_reservable_declared(rel, lr.col))
 	{
-		const OccReservable *decl = occ_reservable_get(rel, lr.col);
+		OccReservable decl;
 
-		occ_reservable_check_access(rel, decl, true);
-		(void) occ_reserve_take(rel, decl, CStringGetTextDatum(lr.key), TEXTOID, lr.delta,
+		occ_reservable_get(rel, lr.col, &decl);
+		occ_reservable_check_access(rel, &decl, true);
+		(void) occ_reserve_take(rel, &decl, CStringGetTextDatum(lr.key), TEXTOID, lr.delta,
 								OCC_TAKE_CHECKED, false);
 	}
 	else if (pg_attribute_aclcheck(lr.relid, attnum, GetUserId(), ACL_UPDATE) != ACLCHECK_OK &&

@@ -209,7 +209,7 @@ occ_reserve_exec(CustomScanState *node)
 	Relation	rel = node->ss.ss_currentRelation;
 	ExprContext *econtext = node->ss.ps.ps_ExprContext;
 	int			n = list_length(state->deltas);
-	const OccReservable **decls;
+	OccReservable *decls;
 	int64	   *deltas;
 	ListCell   *lc;
 	bool		isnull;
@@ -218,7 +218,7 @@ occ_reserve_exec(CustomScanState *node)
 	if (state->rows >= 0)
 		return NULL;
 	state->rows = 0;
-	decls = palloc(sizeof(OccReservable *) * n);
+	decls = palloc(sizeof(OccReservable) * n);
 	deltas = palloc(sizeof(int64) * n);
 	key = ExecEvalExprSwitchContext(state->key, econtext, &isnull);
 	if (isnull)
@@ -229,9 +229,9 @@ occ_reserve_exec(CustomScanState *node)
 		AttrNumber	attnum = list_nth_int(linitial(cscan->custom_private), i);
 
 		/* the executor checked the UPDATE's privileges: occ.reserve's, no more */
-		decls[i] = occ_reservable_get(rel, NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname));
+		occ_reservable_get(rel, NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname), &decls[i]);
 		deltas[i] = occ_reserve_delta(lfirst(lc), econtext,
-									  list_nth_int(lsecond(cscan->custom_private), i), rel, decls[i]);
+									  list_nth_int(lsecond(cscan->custom_private), i), rel, &decls[i]);
 	}
 	if (occ_reserve_update(rel, decls, deltas, n, key, exprType((Node *) state->key->expr)))
 	{

@@ -199,6 +199,7 @@ bool
 occ_update_shape(Query *parse, OccUpdateShape *shape)
 {
 	Relation	rel;
+	OccReservable copy;
 	const OccReservable *decl = NULL;
 	bool		reserves = true;
 	ListCell   *lc;
@@ -223,7 +224,8 @@ occ_update_shape(Query *parse, OccUpdateShape *shape)
 		reserves = occ_reservable_in_force(rel, colname);
 		if (reserves)
 		{
-			decl = occ_reservable_get(rel, colname);
+			occ_reservable_get(rel, colname, &copy);
+			decl = &copy;
 			reserves = occ_shape_set(target, decl, shape);
 		}
 	}
