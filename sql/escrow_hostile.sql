@@ -188,8 +188,38 @@ SELECT hostile_folded('h_swap', 'q');
 SELECT bal AS acct_unchanged FROM h_acct;
 SELECT q AS swap_folded FROM h_swap;
 
-DROP TABLE h_stock, h_mine, h_pk, h_stale, h_big, h_acct, h_swap;
-DROP FUNCTION h_sneak(), h_swap_delta();
+-- 9. What a table's own code sets in the fold worker's session ends with
+-- that table's fold, as in PostgreSQL's maintenance commands: a CHECK
+-- function that turns default_transaction_read_only on there (only there:
+-- its lock_timeout is 50ms)
+-- leaves the next fold, another table's, writable (0.7.0 kept the
+-- setting: every later fold of the database failed with 25006)
+SET ROLE occ_hostile_alice;
+CREATE FUNCTION h_sticky(t text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('lock_timeout') = '50ms' THEN  -- the fold worker's
+        PERFORM set_config('default_transaction_read_only', 'on', false);
+    END IF;
+    RETURN true;
+END
+$$;
+CREATE TABLE h_sticky_stock (id int PRIMARY KEY, name text CHECK (h_sticky(name)), qty int NOT NULL CHECK (qty >= 0));
+INSERT INTO h_sticky_stock VALUES (1, 'w', 10);
+SELECT occ.make_reservable('h_sticky_stock', 'qty');
+SELECT occ.reserve('h_sticky_stock', 'qty', 1, -1);
+RESET ROLE;
+SELECT hostile_folded('h_sticky_stock', 'qty');
+SET ROLE occ_hostile_mallory;
+SELECT occ.reserve('h_swap', 'q', 1, -1);
+RESET ROLE;
+SELECT hostile_folded('h_swap', 'q') AS next_fold;
+SELECT occ.reserve('h_sticky_stock', 'qty', 1, -1);
+SELECT hostile_folded('h_sticky_stock', 'qty') AS next_fold_of_the_table;
+SELECT qty AS sticky_folded FROM h_sticky_stock;
+SELECT q AS swap_folded_again FROM h_swap;
+
+DROP TABLE h_stock, h_mine, h_pk, h_stale, h_big, h_acct, h_swap, h_sticky_stock;
+DROP FUNCTION h_sneak(), h_swap_delta(), h_sticky(text);
 REVOKE CREATE ON SCHEMA public FROM occ_hostile_alice, occ_hostile_mallory;
 DROP ROLE occ_hostile_alice, occ_hostile_mallory;
 DROP FUNCTION hostile_folded(regclass, name);

@@ -233,7 +233,8 @@ occ_fold_apply(Relation rel, const char *col, bool each_row, OccFoldReport repor
 	}
 	SPI_finish();
 	SetUserIdAndSecContext(save_user, save_sec);
-	AtEOXact_GUC(true, save_nestlevel);
+	/* what the table's code set ends here, as after ANALYZE runs its code */
+	AtEOXact_GUC(false, save_nestlevel);
 	UnregisterSnapshot(fa.snapshot);
 	table_close(fa.ledger, NoLock);
 	hash_destroy(rows);
