@@ -218,7 +218,32 @@ SELECT hostile_folded('h_sticky_stock', 'qty') AS next_fold_of_the_table;
 SELECT qty AS sticky_folded FROM h_sticky_stock;
 SELECT q AS swap_folded_again FROM h_swap;
 
-DROP TABLE h_stock, h_mine, h_pk, h_stale, h_big, h_acct, h_swap, h_sticky_stock;
+-- 10. A typed table's reservable column is not renamed through its type
+-- (ALTER TYPE ... RENAME ATTRIBUTE ... CASCADE), as ALTER TABLE ... RENAME
+-- COLUMN is refused: 0.7.0 renamed it, and the fold, finding no column of
+-- the ledger rows' name, deleted the committed reservation
+SET ROLE occ_hostile_alice;
+CREATE TYPE h_item AS (id int, n int);
+CREATE TABLE h_typed OF h_item (id WITH OPTIONS PRIMARY KEY, n WITH OPTIONS NOT NULL CHECK (n >= 0));
+INSERT INTO h_typed VALUES (1, 10);
+SELECT occ.make_reservable('h_typed', 'n');
+BEGIN;
+SELECT occ.reserve('h_typed', 'n', 1, -4);
+ALTER TYPE h_item RENAME ATTRIBUTE n TO m CASCADE;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SELECT occ.reserve('h_typed', 'n', 1, -4);
+ALTER TYPE h_item RENAME ATTRIBUTE n TO m CASCADE;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TYPE h_item RENAME ATTRIBUTE id TO key CASCADE;
+RESET ROLE;
+SELECT hostile_folded('h_typed', 'n');
+SELECT string_agg(attname, ', ' ORDER BY attnum) AS typed_columns
+FROM pg_attribute WHERE attrelid = 'h_typed'::regclass AND attnum > 0;
+SELECT key, n AS typed_folded FROM h_typed;
+
+DROP TABLE h_stock, h_mine, h_pk, h_stale, h_big, h_acct, h_swap, h_sticky_stock, h_typed;
+DROP TYPE h_item;
 DROP FUNCTION h_sneak(), h_swap_delta(), h_sticky(text);
 REVOKE CREATE ON SCHEMA public FROM occ_hostile_alice, occ_hostile_mallory;
 DROP ROLE occ_hostile_alice, occ_hostile_mallory;

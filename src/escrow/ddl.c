@@ -16,7 +16,8 @@
  *	  value breaks fails now, not the fold ever after; the ledger rows of a
  *	  reservable column it dropped are deleted (a column of that name
  *	  added later is another);
- *	- ALTER TABLE ... RENAME COLUMN of a reservable column: refused (its
+ *	- ALTER TABLE ... RENAME COLUMN of a reservable column, and ALTER TYPE
+ *	  ... RENAME ATTRIBUTE ... CASCADE of a typed table's: refused (its
  *	  guard and its ledger rows name it);
  *	- CREATE TRIGGER on such a table: the same checks (no update trigger
  *	  fires where the fold changes rows), and the entries forgotten (a
@@ -40,6 +41,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
 #include "commands/trigger.h"
@@ -49,6 +51,7 @@
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -82,6 +85,38 @@ occ_ddl_tables(RangeVar *rv)
 	if (!OidIsValid(relid))
 		return NIL;
 	return rv->inh ? find_all_inheritors(relid, NoLock, NULL) : list_make1_oid(relid);
+}
+
+/*
+ * occ_ddl_typed_tables: the tables of the composite type that rv names
+ * (CREATE TABLE ... OF) and their children, whose columns ALTER TYPE ...
+ * RENAME ATTRIBUTE ... CASCADE renames; NIL when there is none
+ */
+static List *
+occ_ddl_typed_tables(RangeVar *rv)
+{
+	Oid			typrelid;
+	List	   *relids = NIL;
+	ScanKeyData key;
+	Relation	classes;
+	TableScanDesc scan;
+	HeapTuple	tuple;
+
+	if (rv == NULL || !OidIsValid(occ_ledger_oid()))
+		return NIL;
+	typrelid = RangeVarGetRelid(rv, NoLock, true);
+	if (!OidIsValid(typrelid))
+		return NIL;
+	ScanKeyInit(&key, Anum_pg_class_reloftype, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(get_rel_type_id(typrelid)));
+	classes = table_open(RelationRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(classes, 1, &key);
+	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+		relids = list_concat(relids, find_all_inheritors(((Form_pg_class) GETSTRUCT(tuple))->oid,
+														 NoLock, NULL));
+	table_endscan(scan);
+	table_close(classes, AccessShareLock);
+	return relids;
 }
 
 /* occ_ddl_guarded: the reservable columns of the tables relids (guards, enabled or not) */
@@ -189,15 +224,18 @@ occ_ddl_after(List *cols, bool fold)
 /*
  * occ_ddl_check_renamed: refuse the rename of column stmt->subname if it
  * is reservable in the table renamed or (without ONLY) in one of its
- * children.  Called after the rename, which has locked the tables; the
+ * children, or, for an attribute of a composite type, in one of the tables
+ * of the type.  Called after the rename, which has locked the tables; the
  * guards' arguments still name the column as it was.
  */
 static void
 occ_ddl_check_renamed(RenameStmt *stmt)
 {
 	ListCell   *lc;
+	List	   *relids = stmt->renameType == OBJECT_ATTRIBUTE ?
+		occ_ddl_typed_tables(stmt->relation) : occ_ddl_tables(stmt->relation);
 
-	foreach(lc, occ_ddl_guarded(occ_ddl_tables(stmt->relation)))
+	foreach(lc, occ_ddl_guarded(relids))
 	{
 		OccDdlColumn *c = lfirst(lc);
 
@@ -346,8 +384,9 @@ occ_ddl_process_utility(PlannedStmt *pstmt, const char *queryString,
 		cols = occ_ddl_guarded(occ_ddl_tables(((AlterTableStmt *) stmt)->relation));
 	else if (tag == T_CreateTrigStmt)
 		trigger_rel = copyObject(((CreateTrigStmt *) stmt)->relation);
-	else if (tag == T_RenameStmt && ((RenameStmt *) stmt)->renameType == OBJECT_COLUMN &&
-			 ((RenameStmt *) stmt)->relation != NULL)
+	else if (tag == T_RenameStmt && ((RenameStmt *) stmt)->relation != NULL &&
+			 (((RenameStmt *) stmt)->renameType == OBJECT_COLUMN ||
+			  ((RenameStmt *) stmt)->renameType == OBJECT_ATTRIBUTE))
 		renamed = copyObject((RenameStmt *) stmt);
 	else if (tag == T_DropStmt && ((DropStmt *) stmt)->removeType == OBJECT_TRIGGER)
 		occ_ddl_before_drop_trigger((DropStmt *) stmt);
