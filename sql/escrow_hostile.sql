@@ -242,9 +242,44 @@ SELECT string_agg(attname, ', ' ORDER BY attnum) AS typed_columns
 FROM pg_attribute WHERE attrelid = 'h_typed'::regclass AND attnum > 0;
 SELECT key, n AS typed_folded FROM h_typed;
 
-DROP TABLE h_stock, h_mine, h_pk, h_stale, h_big, h_acct, h_swap, h_sticky_stock, h_typed;
+-- 11. A guard does not go while its column has reservations that are not
+-- folded: not with the primary key's column (DROP COLUMN ... CASCADE drops
+-- the guard, which is UPDATE OF it), not by DROP TRIGGER while it is
+-- disabled.  0.7.0 left the ledger rows, naming rows by a key that was no
+-- longer the table's: a new primary key and a new declaration then folded
+-- them into the rows whose new key read the same.  (A CHECK that fails in
+-- the fold worker, whose lock_timeout is 50ms, until h_gate opens: the
+-- reservation stays in the ledger meanwhile.)
+SET ROLE occ_hostile_alice;
+CREATE TABLE h_gate (open boolean NOT NULL);
+INSERT INTO h_gate VALUES (false);
+CREATE FUNCTION h_worker_may(t text) RETURNS boolean LANGUAGE sql
+    AS $$SELECT pg_catalog.current_setting('lock_timeout') <> '50ms' OR (SELECT open FROM public.h_gate)$$;
+CREATE TABLE h_rekey (id int PRIMARY KEY, k int UNIQUE NOT NULL, note text CHECK (h_worker_may(note)),
+    n int NOT NULL CHECK (n >= 0));
+INSERT INTO h_rekey VALUES (1, 2, '', 10), (2, 1, '', 10);
+SELECT occ.make_reservable('h_rekey', 'n');
+SELECT occ.reserve('h_rekey', 'n', 1, -5);
+ALTER TABLE h_rekey DROP COLUMN id CASCADE;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE h_rekey DISABLE TRIGGER occ_reservable_n;
+DROP TRIGGER occ_reservable_n ON h_rekey;
+\echo :LAST_ERROR_SQLSTATE
+UPDATE h_gate SET open = true;
+ALTER TABLE h_rekey ENABLE TRIGGER occ_reservable_n;
+RESET ROLE;
+SELECT hostile_folded('h_rekey', 'n');
+-- with nothing to fold, the guard goes with the key
+SET ROLE occ_hostile_alice;
+ALTER TABLE h_rekey DROP COLUMN id CASCADE;
+RESET ROLE;
+SELECT count(*) AS rekey_guards FROM pg_trigger WHERE tgrelid = 'h_rekey'::regclass AND tgname = 'occ_reservable_n';
+SELECT k, n FROM h_rekey ORDER BY k;
+
+DROP TABLE h_stock, h_mine, h_pk, h_stale, h_big, h_acct, h_swap, h_sticky_stock, h_typed, h_rekey;
 DROP TYPE h_item;
-DROP FUNCTION h_sneak(), h_swap_delta(), h_sticky(text);
+DROP TABLE h_gate;
+DROP FUNCTION h_sneak(), h_swap_delta(), h_sticky(text), h_worker_may(text);
 REVOKE CREATE ON SCHEMA public FROM occ_hostile_alice, occ_hostile_mallory;
 DROP ROLE occ_hostile_alice, occ_hostile_mallory;
 DROP FUNCTION hostile_folded(regclass, name);

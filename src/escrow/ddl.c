@@ -177,6 +177,34 @@ occ_ddl_enabled(Relation rel, const char *col)
 }
 
 /*
+ * occ_ddl_refuse_unfolded: a guard that goes (DROP TRIGGER, or the primary
+ * key's column dropped with CASCADE) without folding its column's
+ * reservations would strand them: refuse, unless the ledger holds none
+ */
+static void
+occ_ddl_refuse_unfolded(Relation rel, const char *col)
+{
+	if (occ_ledger_holds(RelationGetRelid(rel), col))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot drop the guard of reservable column \"%s\" of \"%s\": its reservations are not folded",
+						col, RelationGetRelationName(rel)),
+				 errdetail("The ledger rows of its reservations name its rows by their primary key, which only the guard keeps."),
+				 errhint("Enable the guard if it is disabled and SELECT occ.drop_reservable('%s', '%s'), which folds them, first.",
+						 RelationGetRelationName(rel), col)));
+}
+
+/* occ_ddl_has_guard: has rel a guard of column col, enabled or not? */
+static bool
+occ_ddl_has_guard(Relation rel, const char *col)
+{
+	for (int i = 0; rel->trigdesc != NULL && i < rel->trigdesc->numtriggers; i++)
+		if (occ_reservable_is_guard(&rel->trigdesc->triggers[i], col))
+			return true;
+	return false;
+}
+
+/*
  * occ_ddl_after: after a statement that changed the tables of cols (their
  * reservable columns before it): what changed must leave the declarations
  * whole and the rows' entries exact (see the file's header); fold: fold
@@ -213,6 +241,8 @@ occ_ddl_after(List *cols, bool fold)
 			if (fold && CheckRelationLockedByMe(rel, AccessExclusiveLock, false))
 				(void) occ_fold_apply(rel, c->name, false, NULL);
 		}
+		else if (!occ_ddl_has_guard(rel, c->name))
+			occ_ddl_refuse_unfolded(rel, c->name);
 		/* under a lock that keeps reservations out (not SET STATISTICS's) */
 		if (rel != NULL && c->attnum > 0 && CheckRelationLockedByMe(rel, ShareRowExclusiveLock, true))
 			occ_escrow_forget(c->relid, c->attnum);
@@ -251,7 +281,9 @@ occ_ddl_check_renamed(RenameStmt *stmt)
 
 /*
  * occ_ddl_before_drop_trigger: a guard about to be dropped (DROP TRIGGER):
- * fold its column's committed reservations while it is declared
+ * fold its column's committed reservations while it is declared; a
+ * disabled one, which nothing folds through, is refused while the ledger
+ * holds its column's rows
  */
 static void
 occ_ddl_before_drop_trigger(DropStmt *stmt)
@@ -274,9 +306,13 @@ occ_ddl_before_drop_trigger(DropStmt *stmt)
 		{
 			Trigger    *t = &rel->trigdesc->triggers[i];
 
-			if (strcmp(t->tgname, tgname) == 0 && t->tgnargs == 1 &&
-				occ_reservable_is_guard(t, t->tgargs[0]) && t->tgenabled != TRIGGER_DISABLED)
+			if (strcmp(t->tgname, tgname) != 0 || t->tgnargs != 1 ||
+				!occ_reservable_is_guard(t, t->tgargs[0]))
+				continue;
+			if (t->tgenabled != TRIGGER_DISABLED)
 				(void) occ_fold_apply(rel, t->tgargs[0], false, NULL);
+			else
+				occ_ddl_refuse_unfolded(rel, t->tgargs[0]);
 		}
 		if (rel != NULL)
 			relation_close(rel, NoLock);

@@ -73,6 +73,7 @@ extern struct TableScanDescData *occ_ledger_scan(Relation ledger, Snapshot snaps
 												 const char *col, const char *key);
 extern void occ_ledger_row(Relation ledger, HeapTuple tuple, OccLedgerRow *row);
 extern void occ_ledger_delete_rows(Relation ledger, Oid relid, const char *col);
+extern bool occ_ledger_holds(Oid relid, const char *col);
 
 /* escrow.c: the rows' entries, and the transaction's reservations;
  * escrow_load.c: a row's committed value, read from the tables */

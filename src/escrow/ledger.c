@@ -176,6 +176,24 @@ occ_ledger_row(Relation ledger, HeapTuple tuple, OccLedgerRow *row)
 }
 
 /*
+ * occ_ledger_holds: has the ledger rows of column col of relid, committed
+ * or this transaction's?
+ */
+bool
+occ_ledger_holds(Oid relid, const char *col)
+{
+	Relation	ledger = occ_ledger_open(AccessShareLock);
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TableScanDesc scan = occ_ledger_scan(ledger, snapshot, relid, col, NULL);
+	bool		any = heap_getnext(scan, ForwardScanDirection) != NULL;
+
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(ledger, AccessShareLock);
+	return any;
+}
+
+/*
  * occ_ledger_delete_rows: delete ledger's rows of relid (of its column col
  * unless NULL), the latest committed ones: those of a table or column gone,
  * which nothing will fold (the caller holds what keeps others from
