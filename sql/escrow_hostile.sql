@@ -46,7 +46,7 @@ SELECT occ.reserved_value('h_stock', 'qty', 2) AS committed_value;
 BEGIN;
 UPDATE h_stock SET note = 'seen' WHERE id = 1;
 SELECT occ.reserve('h_stock', 'qty', 1, -5);
-SELECT occ.reserve('h_stock', 'qty', 1, -1);
+SELECT occ.reserve('h_acct', 'bal', 1, -1);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
 RESET ROLE;
@@ -276,10 +276,50 @@ RESET ROLE;
 SELECT count(*) AS rekey_guards FROM pg_trigger WHERE tgrelid = 'h_rekey'::regclass AND tgname = 'occ_reservable_n';
 SELECT k, n FROM h_rekey ORDER BY k;
 
-DROP TABLE h_stock, h_mine, h_pk, h_stale, h_big, h_acct, h_swap, h_sticky_stock, h_typed, h_rekey;
+-- 12. One table's code does not hold up the other tables' folds: a CHECK
+-- of mallory's that sleeps in the fold worker (30 s at a time, while her
+-- h_nap_gate is shut) has the worker's turn at her table cut after a
+-- second, and alice's reservation, made while the worker sleeps there, is
+-- folded (0.7.0: not before mallory's sleep ended)
+SET ROLE occ_hostile_mallory;
+CREATE TABLE h_nap_gate (open boolean NOT NULL);
+INSERT INTO h_nap_gate VALUES (false);
+CREATE FUNCTION h_nap(t text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    IF pg_catalog.current_setting('lock_timeout') = '50ms' AND NOT (SELECT open FROM public.h_nap_gate) THEN
+        PERFORM pg_catalog.pg_sleep(30);
+    END IF;
+    RETURN true;
+END
+$$;
+CREATE TABLE h_nap_stock (id int PRIMARY KEY, name text CHECK (h_nap(name)), qty int NOT NULL CHECK (qty >= 0));
+INSERT INTO h_nap_stock VALUES (1, 'w', 10);
+SELECT occ.make_reservable('h_nap_stock', 'qty');
+SELECT occ.reserve('h_nap_stock', 'qty', 1, -1);
+RESET ROLE;
+DO $$
+BEGIN
+    FOR i IN 1..200 LOOP
+        EXIT WHEN EXISTS (SELECT FROM pg_stat_activity WHERE backend_type = 'pg_occ fold' AND wait_event = 'PgSleep');
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+END
+$$;
+SET ROLE occ_hostile_alice;
+SELECT occ.reserve('h_acct', 'bal', 1, -1);
+RESET ROLE;
+SELECT hostile_folded('h_acct', 'bal') AS folded_beside_a_sleeper;
+SELECT fold_error FROM occ.reservations WHERE rel = 'h_nap_stock'::regclass;
+SET ROLE occ_hostile_mallory;
+UPDATE h_nap_gate SET open = true;
+RESET ROLE;
+SELECT hostile_folded('h_nap_stock', 'qty');
+SELECT qty AS nap_folded FROM h_nap_stock;
+
+DROP TABLE h_stock, h_mine, h_pk, h_stale, h_big, h_acct, h_swap, h_sticky_stock, h_typed, h_rekey, h_nap_stock, h_nap_gate;
 DROP TYPE h_item;
 DROP TABLE h_gate;
-DROP FUNCTION h_sneak(), h_swap_delta(), h_sticky(text), h_worker_may(text);
+DROP FUNCTION h_sneak(), h_swap_delta(), h_sticky(text), h_worker_may(text), h_nap(text);
 REVOKE CREATE ON SCHEMA public FROM occ_hostile_alice, occ_hostile_mallory;
 DROP ROLE occ_hostile_alice, occ_hostile_mallory;
 DROP FUNCTION hostile_folded(regclass, name);

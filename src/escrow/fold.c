@@ -58,6 +58,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -74,7 +75,17 @@ PGDLLEXPORT void occ_fold_main(Datum arg);
 /* how long a table whose fold failed waits for its next one */
 #define OCC_FOLD_FAILED_USEC USECS_PER_SEC
 
-/* how long a row stays locked before its fold's failure is logged */
+/*
+ * how long the worker folds one table before it turns to the next: the row
+ * being folded then is cancelled (57014, which occ.reservations shows),
+ * the rows folded before it are kept, and the table has its next turn in
+ * the next round.  A table's own code (a CHECK, a trigger) that takes long,
+ * or waits on purpose, delays the other tables' folds by this much a round,
+ * not for ever.
+ */
+#define OCC_FOLD_TURN_MS 1000
+
+/* how long a row stays locked (or cut) before its fold's failure is logged */
 #define OCC_FOLD_LOG_LOCKED_USEC USECS_PER_SEC
 
 static OccFoldSlot *occ_fold_mine = NULL;	/* the worker's slot */
@@ -157,8 +168,8 @@ static MemoryContext occ_fold_round = NULL;
 
 /*
  * occ_fold_report: a row's fold succeeded (edata NULL) or failed: shown by
- * occ.reservations, and logged once (a lock held by another, only if it is
- * held for a second)
+ * occ.reservations, and logged once (a lock held by another, or the end of
+ * the table's turn, only if the row still fails a second later)
  */
 static void
 occ_fold_report(Oid relid, AttrNumber attnum, const char *key, ErrorData *edata)
@@ -187,7 +198,8 @@ occ_fold_report(Oid relid, AttrNumber attnum, const char *key, ErrorData *edata)
 		f->logged = false;
 	}
 	f->last = now;
-	if (!f->logged && (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE ||
+	if (!f->logged && ((edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE &&
+						edata->sqlerrcode != ERRCODE_QUERY_CANCELED) ||
 					   now - f->since >= OCC_FOLD_LOG_LOCKED_USEC))
 	{
 		char	   *relname = IsTransactionState() ? get_rel_name(relid) : NULL;
@@ -235,6 +247,18 @@ occ_fold_column(Oid relid, const char *col)
 }
 
 /*
+ * occ_fold_turn_end: the end of a table's turn: its timer stopped, and a
+ * cancel that the timer sent after the turn's work was done dropped
+ */
+static void
+occ_fold_turn_end(void)
+{
+	disable_timeout(STATEMENT_TIMEOUT, true);
+	if (get_timeout_indicator(STATEMENT_TIMEOUT, true))
+		QueryCancelPending = false;
+}
+
+/*
  * occ_fold_guarded: fold (relid, col) unless its last fold failed less than
  * OCC_FOLD_FAILED_USEC ago; a failure of the whole column (its table
  * locked, its declaration broken) is reported and ends only its fold
@@ -258,7 +282,9 @@ occ_fold_guarded(Oid relid, const char *col)
 	{
 		pgstat_report_activity(STATE_RUNNING, "pg_occ fold");
 		PushActiveSnapshot(GetTransactionSnapshot());
+		enable_timeout_after(STATEMENT_TIMEOUT, OCC_FOLD_TURN_MS);
 		occ_fold_column(relid, col);
+		occ_fold_turn_end();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 		hash_search(occ_fold_failures, &probe, HASH_REMOVE, NULL);
@@ -268,6 +294,7 @@ occ_fold_guarded(Oid relid, const char *col)
 		ErrorData  *edata;
 
 		HOLD_INTERRUPTS();
+		occ_fold_turn_end();
 		MemoryContextSwitchTo(occ_fold_round);
 		edata = CopyErrorData();
 		FlushErrorState();

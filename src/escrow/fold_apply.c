@@ -221,6 +221,7 @@ occ_fold_apply(Relation rel, const char *col, bool each_row, OccFoldReport repor
 	for (int i = 0; i < n; i++)
 	{
 		ErrorData  *edata = NULL;
+		bool		canceled;
 
 		fa.row = sorted[i];
 		if (!each_row)
@@ -228,8 +229,12 @@ occ_fold_apply(Relation rel, const char *col, bool each_row, OccFoldReport repor
 		else
 			edata = occ_subxact_run(occ_fold_row, &fa);
 		folded += edata == NULL ? 1 : 0;
+		canceled = edata != NULL && edata->sqlerrcode == ERRCODE_QUERY_CANCELED;
 		if (each_row)
 			report(RelationGetRelid(rel), fa.decl.attnum, sorted[i]->key, edata);
+		/* the worker's turn at the table is over (fold.c): the rest wait */
+		if (canceled)
+			break;
 	}
 	SPI_finish();
 	SetUserIdAndSecContext(save_user, save_sec);
