@@ -316,10 +316,30 @@ RESET ROLE;
 SELECT hostile_folded('h_nap_stock', 'qty');
 SELECT qty AS nap_folded FROM h_nap_stock;
 
-DROP TABLE h_stock, h_mine, h_pk, h_stale, h_big, h_acct, h_swap, h_sticky_stock, h_typed, h_rekey, h_nap_stock, h_nap_gate;
+-- 13. pg_occ's check of a new publication (is the ledger in it?) runs no
+-- operator of mallory's, whatever search_path the superuser who creates it
+-- has (0.7.0 resolved its = there)
+SET ROLE occ_hostile_mallory;
+CREATE TABLE h_eq_calls (n int);
+GRANT INSERT ON h_eq_calls TO PUBLIC;
+CREATE FUNCTION h_eq(a name, b name) RETURNS boolean LANGUAGE sql
+    AS $$INSERT INTO public.h_eq_calls VALUES (1); SELECT a::text OPERATOR(pg_catalog.=) b::text$$;
+CREATE OPERATOR public.= (FUNCTION = h_eq, LEFTARG = name, RIGHTARG = name);
+RESET ROLE;
+SET search_path = public, pg_catalog;
+SET client_min_messages = error;  -- wal_level's own warning
+CREATE PUBLICATION h_pub FOR TABLE h_acct;
+RESET client_min_messages;
+RESET search_path;
+DROP PUBLICATION h_pub;
+SELECT count(*) AS mallorys_operator_calls FROM h_eq_calls;
+DROP OPERATOR public.= (name, name);
+
+DROP TABLE h_stock, h_mine, h_pk, h_stale, h_big, h_acct, h_swap, h_sticky_stock, h_typed, h_rekey, h_nap_stock, h_nap_gate,
+    h_eq_calls;
 DROP TYPE h_item;
 DROP TABLE h_gate;
-DROP FUNCTION h_sneak(), h_swap_delta(), h_sticky(text), h_worker_may(text), h_nap(text);
+DROP FUNCTION h_sneak(), h_swap_delta(), h_sticky(text), h_worker_may(text), h_nap(text), h_eq(name, name);
 REVOKE CREATE ON SCHEMA public FROM occ_hostile_alice, occ_hostile_mallory;
 DROP ROLE occ_hostile_alice, occ_hostile_mallory;
 DROP FUNCTION hostile_folded(regclass, name);

@@ -368,9 +368,11 @@ occ_ddl_check_published(bool created)
 	/* the statement's own catalog changes, visible to a new snapshot (not read-only) */
 	CommandCounterIncrement();
 	SPI_connect();
+	/* run with the caller's search_path: every operator is pg_catalog's */
 	if (SPI_execute("SELECT p.puballtables FROM pg_catalog.pg_publication_tables t"
-					" JOIN pg_catalog.pg_publication p USING (pubname)"
-					" WHERE t.schemaname = 'occ' AND t.tablename = 'reservation_ledger'",
+					" JOIN pg_catalog.pg_publication p ON p.pubname OPERATOR(pg_catalog.=) t.pubname"
+					" WHERE t.schemaname OPERATOR(pg_catalog.=) 'occ'"
+					" AND t.tablename OPERATOR(pg_catalog.=) 'reservation_ledger'",
 					false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "pg_occ could not read pg_publication_tables");
 	for (uint64 i = 0; i < SPI_processed; i++)
