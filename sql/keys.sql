@@ -151,8 +151,23 @@ SET client_min_messages = notice;
 CALL kbody(42);
 SELECT learned_key FROM occ.stats WHERE query LIKE '%fail_upto(CASE%';
 
+-- the learned value's text is cut at a character's end: '€' takes 3 bytes
+-- in UTF-8 (0.7.0 cut one in its middle: occ.stats gave invalid UTF-8)
+CREATE FUNCTION fail_euro(v text) RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  IF v LIKE '€%' AND occ.attempt() < 3 THEN
+    RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'simulated conflict';
+  END IF;
+  RETURN 1;
+END $$;
+SELECT format('CALL occ.retry(%L, params => row(%L::text), contention => %L)', 'SELECT fail_euro($1)', v, 'backoff')
+  FROM unnest(array_cat(array_append(array(SELECT 'v' || g FROM generate_series(1, 12) g), repeat('€', 20)),
+                        array_append(array(SELECT 'w' || g FROM generate_series(1, 12) g), repeat('€', 20)))) v \gexec
+SELECT learned_key, octet_length(learned_key) AS bytes, convert_to(learned_key, 'UTF8') IS NOT NULL AS valid
+  FROM occ.stats WHERE query LIKE '%fail_euro%';
+
 DROP PROCEDURE kcall(int);
 DROP PROCEDURE kevent_call(timestamptz, text);
 DROP TABLE kcounter, kevent, kunique;
 DROP PROCEDURE kbody(int);
-DROP FUNCTION fail_first(boolean), fail_upto(int), my_gates();
+DROP FUNCTION fail_first(boolean), fail_upto(int), fail_euro(text), my_gates();

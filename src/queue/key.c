@@ -41,6 +41,7 @@
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -171,9 +172,16 @@ occ_key_value_text(Oid type, Datum value, char *out)
 
 	getTypeOutputInfo(type, &typoutput, &isvarlena);
 	text = OidOutputFunctionCall(typoutput, value);
-	strlcpy(out, text, OCC_KEY_TEXT_MAX);
-	if (strlen(text) >= OCC_KEY_TEXT_MAX)
-		strcpy(out + OCC_KEY_TEXT_MAX - 4, "...");
+	if (strlen(text) < OCC_KEY_TEXT_MAX)
+		strcpy(out, text);
+	else
+	{
+		/* cut at a character's end, not within one */
+		int			len = pg_mbcliplen(text, strlen(text), OCC_KEY_TEXT_MAX - 4);
+
+		memcpy(out, text, len);
+		strcpy(out + len, "...");
+	}
 	pfree(text);
 }
 
