@@ -187,6 +187,11 @@ CALL occ.retry('SELECT 1', base => '0');
 \echo :LAST_ERROR_SQLSTATE
 CALL occ.retry('SELECT 1', cap => '10us');
 \echo :LAST_ERROR_SQLSTATE
+-- settings that disagree (a role's occ.base_delay above occ.max_delay) say so
+SET occ.base_delay = '300ms';
+CALL occ.retry('SELECT 1');
+\echo :LAST_ERROR_SQLSTATE
+RESET occ.base_delay;
 CALL occ.retry('SELECT 1', jitter => 'fuzzy');
 \echo :LAST_ERROR_SQLSTATE
 CALL occ.retry('SELECT 1', factor => 0.9);

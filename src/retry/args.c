@@ -76,10 +76,11 @@ occ_enum_lookup(const struct config_enum_entry *options, const char *name,
 
 /*
  * occ_check_backoff: refuse parameters for which the formulas make no sense,
- * rather than clamping them silently.
+ * rather than clamping them silently; base_set, cap_set: they are the
+ * occ.* settings', not arguments (a role's settings can disagree)
  */
 static void
-occ_check_backoff(const OccBackoff *b)
+occ_check_backoff(const OccBackoff *b, bool base_set, bool cap_set)
 {
 	if (b->base <= 0)
 		ereport(ERROR,
@@ -90,6 +91,10 @@ occ_check_backoff(const OccBackoff *b)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cap must not be less than the base delay"),
+				 errdetail("The cap is %g ms (%s), the base delay %g ms (%s).",
+						   b->cap / 1000.0, cap_set ? "occ.max_delay" : "the argument cap",
+						   b->base / 1000.0, base_set ? "occ.base_delay" : "the argument base"),
+				 cap_set ? errhint("Set occ.max_delay to at least the base delay, or pass a cap of at least it.") :
 				 errhint("Pass a cap of at least the base delay.")));
 	if (isnan(b->factor) || b->factor < 1 || isinf(b->factor))
 		ereport(ERROR,
@@ -115,7 +120,7 @@ occ_args_backoff(FunctionCallInfo fcinfo, int first, OccBackoff *b)
 									text_to_cstring(PG_GETARG_TEXT_PP(first + 2)),
 									"backoff strategy", "strategies")->val;
 	b->factor = PG_ARGISNULL(first + 3) ? occ_factor : PG_GETARG_FLOAT8(first + 3);
-	occ_check_backoff(b);
+	occ_check_backoff(b, PG_ARGISNULL(first), PG_ARGISNULL(first + 1));
 }
 
 /* occ_level_of_setting: the spelling of occ.isolation's value */
