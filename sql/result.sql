@@ -128,6 +128,13 @@ CALL occ.retry('SELECT repeat($$x$$, 10000) AS big; SELECT 1 AS small', result =
 -- the form without result is not bounded by it
 CALL occ.retry('SELECT g, repeat($$x$$, 100) AS pad FROM generate_series(1, 100) g');
 RESET occ.max_result_size;
+-- nor is a result whose text would not fit in 1 GB: a JSON number prints in
+-- full (1e130000: 130,001 digits), so 83 kB of JSON would print as 1.08 GB
+-- (0.7.0 committed, then failed to send it: an error for committed work)
+CALL occ.retry('INSERT INTO audit VALUES (0, $$too long$$);
+                SELECT ($$[$$ || repeat($$1e130000,$$, 8300) || $$1]$$)::json AS j', result => NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS too_long_committed FROM audit WHERE note = 'too long';
 -- out of range (1 kB to 256 MB, jsonb's limit): 22023 (the message's
 -- wording differs between PostgreSQL versions)
 \set VERBOSITY sqlstate

@@ -38,7 +38,9 @@
  * call's memory does not grow with its attempts.  occ.max_result_size
  * bounds the JSON text; a statement whose rows exceed it stops being
  * collected, which is an error only if it is the last one that returns
- * rows.  jsonb bounds the size of the result (JENTRY_OFFLENMASK bytes).
+ * rows.  jsonb bounds the size of the result (JENTRY_OFFLENMASK bytes), and
+ * the result's text, which the caller gets, must fit in 1 GB: a JSON
+ * number prints in full (1e1000: 1001 digits), so the numbers are counted.
  *
  *-------------------------------------------------------------------------
  */
@@ -185,6 +187,31 @@ occ_result_too_big(OccResultReceiver *r, int64 fit)
 }
 
 /*
+ * occ_result_digits: how many characters the numbers of object print with,
+ * counted up to more than budget.  jsonb keeps a JSON number as numeric and
+ * prints it in full: 1e1000, six bytes of text, prints as 1001 digits.
+ */
+static Size
+occ_result_digits(Jsonb *object, Size budget)
+{
+	JsonbIterator *it = JsonbIteratorInit(&object->root);
+	JsonbValue	v;
+	JsonbIteratorToken token;
+	Size		digits = 0;
+
+	while (digits <= budget && (token = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+		if ((token == WJB_VALUE || token == WJB_ELEM) && v.type == jbvNumeric)
+		{
+			char	   *text = DatumGetCString(DirectFunctionCall1(numeric_out,
+																   NumericGetDatum(v.val.numeric)));
+
+			digits += strlen(text);
+			pfree(text);
+		}
+	return digits;
+}
+
+/*
  * occ_result_array: the rows kept, as a jsonb array of their objects, in
  * the current memory context.  Each row's JSON text is made into jsonb on
  * its own (in rowcxt) and its object appended: padded to a multiple of 4
@@ -200,6 +227,8 @@ occ_result_array(OccResultReceiver *r)
 	int			jentries;		/* offset of the first element's JEntry */
 	uint32		datalen = 0;	/* the elements' data so far */
 	const char *row = r->json.data;
+	/* jsonb's text of the result: at most twice the JSON text, and numbers */
+	Size		printed = 2 * (Size) r->json.len + 2;
 
 	/* the JSON text's size is a good guess at the data's */
 	initStringInfo(&out);
@@ -219,7 +248,14 @@ occ_result_array(OccResultReceiver *r)
 		CHECK_FOR_INTERRUPTS();
 		old = MemoryContextSwitchTo(r->rowcxt);
 		object = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(row)));
+		printed += occ_result_digits(object, MaxAllocSize - printed);
 		MemoryContextSwitchTo(old);
+		if (printed >= MaxAllocSize)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("the result of the occ.retry body would print larger than 1 GB"),
+					 errdetail("Its numbers print in full: a JSON number of the rows, such as 1e1000, takes a digit per power of ten."),
+					 errhint("Return such numbers as text, or call the form of occ.retry without result.")));
 
 		len = (INTALIGN(out.len) - out.len) + (VARSIZE(object) - VARHDRSZ);
 		if (len > JENTRY_OFFLENMASK - datalen)
