@@ -18,8 +18,10 @@
  * only after a failure.  The slots are chosen with a secret drawn at
  * startup: a role cannot compute, from the public hash functions, keys of
  * its own that land on another database's key's slots, and keep them hot so
- * that that key never gets hot.  Without preloading there are no slots and
- * no key is hot.
+ * that that key never gets hot.  A role that keeps thousands of keys of
+ * its own hot fills the slots all the same, and a key not yet hot then
+ * stays cold while it does (docs/queue.md).  Without preloading there are
+ * no slots and no key is hot.
  *
  * This file measures; what to do with a hot key is the policy's (policy.c).
  *
