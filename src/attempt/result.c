@@ -248,7 +248,9 @@ occ_result_array(OccResultReceiver *r)
 		CHECK_FOR_INTERRUPTS();
 		old = MemoryContextSwitchTo(r->rowcxt);
 		object = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(row)));
-		printed += occ_result_digits(object, MaxAllocSize - printed);
+		/* a number prints longer than its text only with an exponent */
+		if (strpbrk(row, "eE") != NULL)
+			printed += occ_result_digits(object, MaxAllocSize - printed);
 		MemoryContextSwitchTo(old);
 		if (printed >= MaxAllocSize)
 			ereport(ERROR,
