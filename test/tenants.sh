@@ -31,6 +31,10 @@ stop_hostile() {
 cleanup() {
     stop_hostile || true
     for db in occ_tenant_a occ_tenant_b; do dropdb --if-exists "$db" >/dev/null 2>&1 || true; done
+    sql postgres -c "DO \$\$ DECLARE r record; BEGIN
+        FOR r IN SELECT rolname FROM pg_roles WHERE rolname LIKE 'occ_tenant_victim%' LOOP
+          EXECUTE format('DROP ROLE %I', r.rolname);
+        END LOOP; END \$\$" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
@@ -125,4 +129,56 @@ stop_hostile
 [[ "$got" = *"SELECT 1 /* victim, hot */: 1 calls, 1 attempts, 1 queued"* ]] ||
     fail "while another database keeps a key of the victim's slot hot, the victim's hot key did not queue its call: $got"
 echo "tenants: the victim's key gets hot while another database keeps a key of its (0.4.0) slot hot"
+
+# --- the temperature, flooded -----------------------------------------------------
+# the other tenant keeps 25,000 keys of its own failing, 1,000 a transaction
+# (SET LOCAL occ.key), more than the 4,096 shared slots: every shared slot
+# counts one of them, hot; the victim's key gets hot in its tenant's region
+# (0.7.0 had only shared slots: the key stayed cold while the flood lasted).
+# A region is (database OID * 31 + role OID) % 64: the victim is a role
+# whose region is not the other tenant's.
+uid=$(sql postgres -c "SELECT oid FROM pg_roles WHERE rolname = current_user")
+victim=$(sql postgres -c "SELECT rolname FROM (SELECT current_user AS rolname, $uid AS oid
+                                               UNION ALL SELECT rolname, oid FROM pg_roles
+                                               WHERE rolname LIKE 'occ_tenant_victim%') r
+                          WHERE (($db_a::bigint * 31 + oid::bigint) % 64) <> (($db_b::bigint * 31 + $uid) % 64)
+                          ORDER BY rolname = current_user DESC LIMIT 1")
+for i in 1 2 3 4; do
+    [ -z "$victim" ] || break
+    sql postgres -c "CREATE ROLE occ_tenant_victim$i"
+    sql postgres -c "SELECT ($db_a::bigint * 31 + oid::bigint) % 64 <> ($db_b::bigint * 31 + $uid) % 64
+                     FROM pg_roles WHERE rolname = 'occ_tenant_victim$i'" | grep -q t && victim=occ_tenant_victim$i
+done
+[ -n "$victim" ] || fail "no role found whose temperature region is not the other tenant's"
+flood=$(mktemp)
+/usr/bin/python3 - "$flood" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    f.write("CREATE OR REPLACE FUNCTION flood_fail() RETURNS void LANGUAGE plpgsql AS $$ BEGIN "
+            "RAISE EXCEPTION USING ERRCODE = 'serialization_failure', MESSAGE = 'flood'; END $$;\n")
+    for r in range(400):
+        for b in range(25):
+            keys = ", ".join("'f%d-%d'" % (b, i) for i in range(1000))
+            f.write("BEGIN; SET LOCAL occ.key = %s; SELECT flood_fail(); ROLLBACK;\n" % keys)
+PY
+{ psql -X -q -d occ_tenant_b -f "$flood" & psql -X -q -d occ_tenant_b -f "$flood"; wait; } >/dev/null 2>&1 &
+hostile=$!
+sleep 4
+kill -0 "$hostile" 2>/dev/null || fail "the other tenant's flood did not run"
+# (the call's body sees whether it holds its gate: occ.stats, shared too,
+# has evicted the victim's rows by then)
+got=$(sql occ_tenant_a -c "SET ROLE $victim" -c "SELECT occ.setseed(0.5)" \
+    -c "CALL occ.retry('SELECT fail_first(true) /* flooded */', contention => 'queue', key => 'victim:3', base => '1ms', cap => '1ms')" \
+    -c "CALL occ.retry('SELECT fail_first(true) /* flooded */', contention => 'queue', key => 'victim:3', base => '1ms', cap => '1ms')" \
+    -c "CALL occ.retry('SELECT fail_first(true) /* flooded */', contention => 'queue', key => 'victim:3', base => '1ms', cap => '1ms')" \
+    -c "CALL occ.retry('SELECT count(*) AS gates FROM pg_catalog.pg_locks
+                        WHERE locktype = ''advisory'' AND pid = pg_catalog.pg_backend_pid()',
+                       contention => 'queue', key => 'victim:3', result => NULL)" \
+    -c "SELECT attempts FROM occ.last_retry()" | tail -2 | tr '\n' ' ')
+kill -0 "$hostile" 2>/dev/null || fail "the other tenant's flood stopped"
+stop_hostile
+rm -f "$flood"
+[ "$got" = '[{"gates": 1}] 1 ' ] ||
+    fail "while another database keeps 25,000 keys failing, the victim's hot key did not queue its call (result, attempts): $got"
+echo "tenants: the victim's key gets hot while another database keeps 25,000 keys failing (as $victim)"
 echo "tenants: ok"

@@ -4,24 +4,27 @@
  *		Which contention keys are hot: decaying counts of attempts and
  *		failures per key, in shared memory.
  *
- * With pg_occ preloaded, each key of each database hashes to two of
- * OCC_HEAT_SLOTS slots, each a pair of exponentially decaying counts (time
+ * With pg_occ preloaded, each key of each database hashes to three slots,
+ * each a pair of exponentially decaying counts (time
  * constant OCC_HEAT_TAU_USEC): attempts that ran without the gate, and
  * attempts that failed.  A key is hot while its recent failures are at least
  * OCC_HOT_MIN_FAILURES and at least OCC_HOT_FAILURE_RATIO of its ungated
  * attempts.  A slot counts for one key of one database at a time: a key is
- * counted in whichever of its two slots counts it, else takes over the one
- * that is not hot (the colder, if both are not), and is cold (not counted)
- * while both count other keys that are hot.  So a key can only be heated by
+ * counted in whichever of its slots counts it, else takes over one that is
+ * not hot (the coldest), and is cold (not counted) while all count other
+ * keys that are hot.  Two of a key's slots are among OCC_HEAT_SHARED_SLOTS
+ * that every tenant's keys share, the third in its tenant's region (a
+ * tenant is a role of a database; OCC_HEAT_REGIONS regions of
+ * OCC_HEAT_REGION_SLOTS, a region shared by the tenants whose database and
+ * role OIDs fall on it): a tenant that keeps thousands of keys hot fills the
+ * shared slots, and another tenant's keys still get hot in their region.  So a key can only be heated by
  * its own callers' failures, never by another key's or another database's;
  * sharing slots at worst leaves a hot key uncounted, whose calls then queue
  * only after a failure.  The slots are chosen with a secret drawn at
  * startup: a role cannot compute, from the public hash functions, keys of
  * its own that land on another database's key's slots, and keep them hot so
- * that that key never gets hot.  A role that keeps thousands of keys of
- * its own hot fills the slots all the same, and a key not yet hot then
- * stays cold while it does (docs/queue.md).  Without preloading there are
- * no slots and no key is hot.
+ * that that key never gets hot.  Without preloading there are no slots and
+ * no key is hot.
  *
  * This file measures; what to do with a hot key is the policy's (policy.c).
  *
@@ -46,13 +49,16 @@
 #include "queue/queue.h"
 
 /* temperature slots in shared memory, and what makes a key hot */
-#define OCC_HEAT_SLOTS 4096
+#define OCC_HEAT_SHARED_SLOTS 4096
+#define OCC_HEAT_REGIONS 64
+#define OCC_HEAT_REGION_SLOTS 64
+#define OCC_HEAT_SLOTS (OCC_HEAT_SHARED_SLOTS + OCC_HEAT_REGIONS * OCC_HEAT_REGION_SLOTS)
 #define OCC_HEAT_TAU_USEC 1000000.0
 #define OCC_HOT_MIN_FAILURES 1.0
 #define OCC_HOT_FAILURE_RATIO 0.25
 
-/* two slots per key, drawn with a secret: see the file header */
-#define OCC_HEAT_CHOICES 2
+/* three slots per key, drawn with a secret: see the file header */
+#define OCC_HEAT_CHOICES 3
 
 typedef struct OccHeatSlot
 {
@@ -102,16 +108,22 @@ occ_temperature_shmem_init(void)
 }
 
 /*
- * occ_heat_slot: the choice-th slot (0 or 1) of a key of this database;
- * occ_heat is set
+ * occ_heat_slot: the choice-th slot (0 to 2) of a key of this database:
+ * the first two shared, the last in the region of this role of this
+ * database; occ_heat is set
  */
 static OccHeatSlot *
 occ_heat_slot(uint64 key_hash, int choice)
 {
 	uint64		h = hash_combine64(hash_combine64(key_hash, MyDatabaseId),
 								   occ_heat->secret + choice);
+	uint64		region;
 
-	return &occ_heat->slots[h % OCC_HEAT_SLOTS];
+	if (choice < OCC_HEAT_CHOICES - 1)
+		return &occ_heat->slots[h % OCC_HEAT_SHARED_SLOTS];
+	region = ((uint64) MyDatabaseId * 31 + GetUserId()) % OCC_HEAT_REGIONS;
+	return &occ_heat->slots[OCC_HEAT_SHARED_SLOTS + region * OCC_HEAT_REGION_SLOTS +
+							h % OCC_HEAT_REGION_SLOTS];
 }
 
 /*
@@ -173,7 +185,7 @@ occ_temperature_is_hot(uint64 key_hash)
 /*
  * occ_heat_choose: the slot to count the key in, and a copy of it decayed to
  * now with the key's counts (zero if it did not count them): the slot that
- * counts the key, else the colder of those that are not hot; NULL when both
+ * counts the key, else the coldest of those that are not hot; NULL when all
  * count other keys, hot
  */
 static OccHeatSlot *
