@@ -301,14 +301,18 @@ HIDDEN=
 # coordinator write rows A and B (on two workers) in opposite orders, a
 # second apart; no worker sees the cycle, Citus's detector cancels one
 # backend (citus.distributed_deadlock_detection_factor 2 x deadlock_timeout
-# 1 s), and that call runs again (40P01), where it used to stop (57014)
+# 1 s), and that call runs again (40P01), where it used to stop (57014);
+# 300 ms after, when the other call has committed (retried at once, it
+# could start before that commit, wait for its row and fail once more with
+# 40001: seen once on PostgreSQL 15)
 before_a=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $A")
 before_b=$(q "$PORT" -c "SELECT v FROM accounts WHERE id = $B")
 for way in "$A $B" "$B $A"; do
     set -- $way
     q "$PORT" -c "CALL occ.retry('UPDATE accounts SET v = v + 1 WHERE id = $1; SELECT pg_sleep(1);
                                   UPDATE accounts SET v = v + 1 WHERE id = $2',
-                                 isolation => 'repeatable read', contention => 'backoff')" \
+                                 isolation => 'repeatable read', contention => 'backoff',
+                                 base => '300ms', cap => '300ms', jitter => 'none')" \
       -c "SELECT attempts || ' ' || outcome || ' ' || coalesce(last_sqlstate, '-') FROM occ.last_retry()" \
       >"$DIR/deadlock-$1.out" 2>&1 &
 done
